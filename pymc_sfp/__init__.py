@@ -1,0 +1,15 @@
+"""pymc_sfp: classic Bayesian-learning algorithms for neural networks, as PyMC extensions.
+
+Public API
+----------
+SFPStep
+    Stationary Fokker–Planck sampling (Berrones 2009) as a ``pm.sample`` step method.
+sfp_marginals
+    Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
+"""
+
+from pymc_sfp.marginals import Marginal, sfp_marginals
+from pymc_sfp.step_methods import SFPStep
+
+__all__ = ["Marginal", "SFPStep", "sfp_marginals"]
+__version__ = "0.1.0.dev0"

@@ -1,0 +1,260 @@
+"""Model → compiled functions over the step's coordinates.
+
+The step methods work on one raveled vector of *sampling coordinates*. A coordinate is PyMC's
+unconstrained value, except for variables with an interval transform and constant finite bounds
+(e.g. ``pm.Uniform(-1, 1)``): those are sampled on their own scale, so that the box is exactly the
+support and nothing is truncated. The log-density here is the density of the sampling
+coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jacobians.
+
+Everything is compiled once, when a step is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.logprob.transforms import IntervalTransform
+from pymc.pytensorf import compile as pm_compile
+from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.traversal import ancestors
+
+__all__ = ["CoordinateLayout", "LineEvaluator", "constant_value", "coordinate_layout"]
+
+
+@dataclass(frozen=True)
+class CoordinateLayout:
+    """Where each raveled coordinate comes from, and its interval support if it has one.
+
+    Attributes
+    ----------
+    names : tuple of str
+        Value-variable name of each step variable, in raveling order.
+    shapes : tuple of tuple
+        Their shapes.
+    slices : tuple of slice
+        Their positions in the raveled vector.
+    interval : ndarray of bool, shape (N,)
+        Coordinates sampled on their constrained scale (finite constant bounds).
+    lower, upper : ndarray, shape (N,)
+        The support of interval coordinates (``-inf``/``inf`` elsewhere).
+    transformed : ndarray of bool, shape (N,)
+        Coordinates of variables with a non-interval transform (sampled unconstrained).
+    """
+
+    names: tuple[str, ...]
+    rv_names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    slices: tuple[slice, ...]
+    interval: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    transformed: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.interval)
+
+    def describe(self, index: int) -> str:
+        """Human-readable name of coordinate ``index``, e.g. ``w[2, 1]``."""
+        for name, shape, slc in zip(self.rv_names, self.shapes, self.slices, strict=True):
+            if slc.start <= index < slc.stop:
+                if not shape:
+                    return name
+                position = np.unravel_index(index - slc.start, shape)
+                return f"{name}[{', '.join(str(int(p)) for p in position)}]"
+        raise IndexError(index)
+
+    def to_value(self, x: np.ndarray) -> np.ndarray:
+        """Sampling coordinates → PyMC's unconstrained values (log-odds for intervals)."""
+        q = np.array(x, dtype=float, copy=True)
+        m = self.interval
+        q[m] = np.log(x[m] - self.lower[m]) - np.log(self.upper[m] - x[m])
+        return q
+
+    def from_value(self, q: np.ndarray) -> np.ndarray:
+        """PyMC's unconstrained values → sampling coordinates."""
+        x = np.array(q, dtype=float, copy=True)
+        m = self.interval
+        x[m] = self.lower[m] + (self.upper[m] - self.lower[m]) / (1.0 + np.exp(-q[m]))
+        # Keep interval coordinates strictly inside the support, where the density is defined.
+        x[m] = np.clip(x[m], *_open_interval(self.lower[m], self.upper[m]))
+        return x
+
+    def log_jacobian(self, x: np.ndarray) -> float:
+        """``log |dx/dq|`` summed over interval coordinates (to report PyMC's ``model_logp``)."""
+        m = self.interval
+        lo, hi = self.lower[m], self.upper[m]
+        return float(np.sum(np.log(x[m] - lo) + np.log(hi - x[m]) - np.log(hi - lo)))
+
+
+def _open_interval(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    margin = 1e-12 * (upper - lower)
+    return lower + margin, upper - margin
+
+
+def constant_value(var, model: pm.Model) -> np.ndarray | None:
+    """The value of ``var`` if it does not depend on any model variable, else ``None``."""
+    if var is None:
+        return None
+    model_vars = set(model.free_RVs) | set(model.value_vars) | set(model.observed_RVs)
+    if any(a in model_vars for a in ancestors([var])):
+        return None
+    try:
+        return np.asarray(var.eval(), dtype=float)
+    except Exception:
+        return None
+
+
+def coordinate_layout(model: pm.Model, value_vars: list, initial_point: dict) -> CoordinateLayout:
+    """Describe the raveled coordinates of ``value_vars`` (see :class:`CoordinateLayout`)."""
+    names, rv_names, shapes, slices = [], [], [], []
+    interval, lower, upper, transformed = [], [], [], []
+    start = 0
+    for value_var in value_vars:
+        shape = tuple(np.shape(initial_point[value_var.name]))
+        size = int(np.prod(shape, dtype=int))
+        rv = model.values_to_rvs[value_var]
+        transform = model.rvs_to_transforms.get(rv)
+        lo = np.full(size, -np.inf)
+        hi = np.full(size, np.inf)
+        is_interval = False
+        if isinstance(transform, IntervalTransform):
+            a, b, lower_bounded, upper_bounded = transform.get_a_and_b(rv.owner.inputs)
+            a_val = constant_value(a, model) if lower_bounded else None
+            b_val = constant_value(b, model) if upper_bounded else None
+            if a_val is not None and b_val is not None:
+                a_full = np.broadcast_to(a_val, shape).ravel()
+                b_full = np.broadcast_to(b_val, shape).ravel()
+                if np.isfinite(a_full).all() and np.isfinite(b_full).all():
+                    lo, hi, is_interval = a_full.copy(), b_full.copy(), True
+        names.append(value_var.name)
+        rv_names.append(rv.name)
+        shapes.append(shape)
+        slices.append(slice(start, start + size))
+        interval.append(np.full(size, is_interval))
+        transformed.append(np.full(size, transform is not None and not is_interval))
+        lower.append(lo)
+        upper.append(hi)
+        start += size
+    return CoordinateLayout(
+        tuple(names),
+        tuple(rv_names),
+        tuple(shapes),
+        tuple(slices),
+        np.concatenate(interval),
+        np.concatenate(lower),
+        np.concatenate(upper),
+        np.concatenate(transformed),
+    )
+
+
+class LineEvaluator:
+    """Compiled log-density of the sampling coordinates, at a point or along one coordinate.
+
+    Parameters
+    ----------
+    model : pm.Model
+    value_vars : list
+        The step's value variables.
+    layout : CoordinateLayout
+    initial_point : dict
+    gradient : bool
+        Also compile the derivative along the coordinate (needed by collocation).
+    batched : bool
+        Evaluate the points along a coordinate in one call of a vectorised graph over a
+        ``(points, N)`` matrix (``True``), or one call per point (``False``).
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile`.
+
+    Attributes
+    ----------
+    shared : dict
+        Shared replacements of the variables *not* in the step (``ArrayStepShared`` sets them).
+    """
+
+    def __init__(
+        self,
+        model: pm.Model,
+        value_vars: list,
+        layout: CoordinateLayout,
+        initial_point: dict,
+        *,
+        gradient: bool,
+        batched: bool,
+        compile_kwargs: dict | None = None,
+    ):
+        compile_kwargs = dict(compile_kwargs or {})
+        self.gradient = gradient
+        self.batched = batched
+        self.shared = make_shared_replacements(initial_point, value_vars, model)
+        [logp_q], q = join_nonshared_inputs(
+            point=initial_point,
+            outputs=[model.logp()],
+            inputs=value_vars,
+            shared_inputs=self.shared,
+        )
+        x = pt.vector("sampling_coordinates", dtype="float64")
+        logp_x = self._sampling_space_logp(logp_q, q, x, layout)
+        point_outputs = [logp_x]
+        if gradient:
+            point_outputs.append(pt.grad(logp_x, x))
+        self._point = pm_compile([x], point_outputs, **compile_kwargs)
+        self._point.trust_input = True
+
+        if batched:
+            index = pt.scalar("index", dtype="int64")
+            values = pt.vector("values", dtype="float64")
+            rows = pt.set_subtensor(
+                pt.repeat(x[None, :], values.shape[0], axis=0)[:, index], values
+            )
+            batched_outputs = vectorize_graph(point_outputs, replace={x: rows})
+            if gradient:
+                batched_outputs = [batched_outputs[0], batched_outputs[1][:, index]]
+            self._along = pm_compile([x, index, values], batched_outputs, **compile_kwargs)
+            self._along.trust_input = True
+
+    @staticmethod
+    def _sampling_space_logp(logp_q, q, x, layout: CoordinateLayout):
+        m = layout.interval
+        if not m.any():
+            return clone_replace(logp_q, {q: x})
+        lo = pt.constant(np.where(m, layout.lower, 0.0))
+        hi = pt.constant(np.where(m, layout.upper, 1.0))
+        mask = pt.constant(m)
+        log_lower, log_upper = pt.log(x - lo), pt.log(hi - x)
+        q_of_x = pt.where(mask, log_lower - log_upper, x)
+        log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
+        return clone_replace(logp_q, {q: q_of_x}) - log_jac
+
+    def logp(self, x: np.ndarray) -> float:
+        """Log-density at one point of sampling coordinates."""
+        return float(self._point(x)[0])
+
+    def along(
+        self, x: np.ndarray, index: int, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Log-density (and its derivative in coordinate ``index``) with ``x[index] = values``.
+
+        Returns
+        -------
+        logp : ndarray, shape (G,)
+        dlogp : ndarray, shape (G,) or None
+            ``None`` unless ``gradient=True``.
+        """
+        if self.batched:
+            out = self._along(x, np.asarray(index, dtype=np.int64), values)
+            return np.asarray(out[0]), (np.asarray(out[1]) if self.gradient else None)
+        point = np.array(x, dtype=float, copy=True)
+        logp = np.empty(len(values))
+        dlogp = np.empty(len(values)) if self.gradient else None
+        for j, value in enumerate(values):
+            point[index] = value
+            out = self._point(point)
+            logp[j] = out[0]
+            if dlogp is not None:
+                dlogp[j] = out[1][index]
+        return logp, dlogp

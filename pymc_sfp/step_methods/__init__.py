@@ -1,0 +1,5 @@
+"""PyMC step methods of pymc_sfp."""
+
+from pymc_sfp.step_methods.sfp import SFPStep
+
+__all__ = ["SFPStep"]

@@ -1,0 +1,593 @@
+"""``SFPStep``: Stationary Fokker–Planck sampling (Berrones 2009) as a PyMC step method.
+
+A Gibbs-like sweep: for each scalar coordinate, the others fixed, the 1-D conditional is obtained by
+solving the stationary Fokker–Planck equation on a box (:mod:`pymc_sfp.fokker_planck`) and a new
+value is drawn from it. With ``correct=True`` (default) the draw is an independence proposal for
+that coordinate, accepted or rejected with the exact log-density ratio (Metropolis-within-Gibbs),
+so the chain targets the posterior exactly whatever the resolution ``L``.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pymc as pm
+from pymc.blocking import RaveledVars, StatsType
+from pymc.logprob.transforms import IntervalTransform, LogTransform
+from pymc.step_methods.arraystep import ArrayStepShared
+from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_value_vars_from_user_vars
+from pymc.vartypes import continuous_types, discrete_types
+from rich.progress import TextColumn
+from rich.table import Column
+
+from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout
+from pymc_sfp.fokker_planck import (
+    CollocationBasis,
+    TabulatedConditional,
+    collocation_conditional,
+    quadrature_conditional,
+)
+
+__all__ = ["SFPStep"]
+
+_log = logging.getLogger("pymc_sfp")
+
+#: Half-width of an automatic box around the chain's starting value (unconstrained units).
+AUTO_HALFWIDTH = 10.0
+#: Share of the box width, at each edge, where conditional mass counts as piling up at the edge.
+EDGE_FRACTION = 0.01
+#: Conditional mass within ``EDGE_FRACTION`` of an edge above which the edge counts as hit.
+EDGE_MASS = 1e-3
+#: Quantiles whose envelope, over tuning draws, sets the automatic boxes.
+ENVELOPE_QUANTILE = 1e-6
+#: Weight of the uniform component mixed into corrected proposals, so that every point of the box
+#: can be proposed even where the tabulated conditional is zero.
+DEFENSIVE_WEIGHT = 1e-3
+#: Tuning draws at which automatic boxes are refitted to the envelope (then every doubling).
+FIRST_CHECKPOINT = 25
+
+STAT_PREFIX_CDF = "sfp_cdf__"
+STAT_PREFIX_GRID = "sfp_grid__"
+
+
+@dataclass_state
+class SFPStepState(StepMethodState):
+    tune: bool
+    box_lower: np.ndarray
+    box_upper: np.ndarray
+    envelope_lower: np.ndarray
+    envelope_upper: np.ndarray
+    tuning_draws: int
+    next_checkpoint: int
+    warned_invalid: bool
+    warned_edge: bool
+
+
+def _marginal_map(transform: Any, is_interval: bool) -> tuple[str, Any]:
+    """How a variable's sampling coordinate maps to its constrained scale for marginals.
+
+    Returns the name under which its marginal is stored, and an increasing elementwise map, or
+    ``None`` when the marginal stays on the sampling (unconstrained) scale.
+    """
+    if transform is None or is_interval:
+        return "rv", lambda x: x
+    if isinstance(transform, LogTransform):
+        return "rv", np.exp
+    return "value", None
+
+
+class SFPStep(ArrayStepShared):
+    r"""Stationary Fokker–Planck sampler (Berrones 2009, §1), a PyMC step method.
+
+    Each sweep visits every scalar coordinate of the step's variables. With the other coordinates
+    fixed, the conditional CDF on a box ``[a, b]`` solves (Eq. 4)
+
+    .. math:: y'' + \frac{1}{D} \frac{\partial V}{\partial x_n} y' = 0,\quad y(a)=0,\ y(b)=1,
+
+    with ``V = -logp`` (PyMC's log-density including the transform Jacobians). A new value is drawn
+    by inverting the CDF (a lookup table) before moving to the next coordinate.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Variables to sample (default: all continuous value variables of the model).
+    L : int, default 100
+        Resolution: the number of sine basis functions (``solver="collocation"``, Eq. 11) or of
+        grid points (``solver="quadrature"``). Cost per coordinate is about ``L`` log-density
+        evaluations.
+    D : float, default 1.0
+        Diffusion constant: the chain targets ``exp(logp / D)``; ``D = 1`` is the posterior and
+        ``D > 1`` flattens it.
+    solver : {"quadrature", "collocation"}, default "quadrature"
+        How Eq. 4 is solved. ``"collocation"`` is the paper's method (Eq. 4, 5, 11): derivatives of
+        the log-density at ``L - 1`` interior points and an ``L × L`` solve. ``"quadrature"`` solves
+        the same equation through its integrating factor ``y' ∝ exp(-V / D)``: log-densities (no
+        gradient) on ``L`` grid points, interpolated piecewise-exponentially and integrated exactly.
+        It is cheaper, always a valid CDF, not fooled by deep barriers between modes, and works
+        when the gradient is zero almost everywhere (step-function likelihoods).
+    bounds : pair, or dict of pairs, optional
+        The box of each coordinate. A pair ``(lower, upper)`` of scalars or arrays broadcastable to
+        a variable's shape applies to every variable; a dict maps variable names to such pairs.
+        Bounds are on the scale the coordinate is sampled on: the variable's own scale for
+        untransformed variables and for variables with constant finite bounds (``pm.Uniform``,
+        ``pm.Beta``, whose box is their support unless narrowed here), PyMC's unconstrained scale
+        otherwise (e.g. ``log σ`` for a ``pm.HalfNormal``). Coordinates without a given box get an
+        automatic one (see Notes).
+    order : {"sequential", "random"}, default "sequential"
+        Coordinate order of each sweep: fixed, or a fresh random permutation.
+    correct : bool, default True
+        Accept or reject each coordinate's draw with the exact log-density ratio, treating the
+        SFP conditional as an independence proposal, so that the chain targets the posterior
+        (restricted to the box) exactly for any ``L``. ``False`` is the paper's uncorrected sampler,
+        whose accuracy depends on ``L``.
+    batched : bool, default True
+        Evaluate the points along a coordinate in one call of a vectorised compiled function
+        (``True``) or in a loop over points. See ``benchmarks/RESULTS.md`` for when each wins.
+    marginal_points : int, default 100
+        Number of points at which each coordinate's conditional CDF is recorded per draw, in the
+        sample stats ``sfp_cdf__<name>`` / ``sfp_grid__<name>``, for :func:`pymc_sfp.sfp_marginals`.
+        ``0`` records nothing (memory is ``marginal_points × 12`` bytes per coordinate per draw).
+    model : pm.Model, optional
+    rng : RandomGenerator, optional
+    initial_point : dict, optional
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile`.
+    blocked : bool, default True
+
+    Notes
+    -----
+    *Boxes.* Untransformed and interval-bounded variables sample on their own scale; the latter's
+    box is their support, so nothing is truncated. Other coordinates without a given box start on
+    ``x0 ± 10`` around the chain's starting value (unconstrained units). During tuning, an edge at
+    which the conditional mass piles up (more than 0.1 % of it within 1 % of the width from the
+    edge) moves out by one box width, and at tuning draws 25, 50, 100, … the box is refitted to
+    the envelope of the conditionals' ``[1e-6, 1 - 1e-6]`` quantiles seen since the last refit,
+    widened by half its width on each side. At the end of tuning the box is never narrowed; it is
+    then frozen, logged, and readable from the ``sfp_grid__*`` stats. The chain targets the
+    posterior restricted to the box; edge hits after tuning are counted and warned about.
+
+    *Invalid conditionals.* A collocation ``ŷ`` that is not monotone or leaves ``[0, 1]`` (``L``
+    too small for ``D``) is counted in ``n_invalid`` and replaced, for that draw, by the quadrature
+    conditional built from the log-densities at the same points (no extra evaluations). Non-finite
+    log-densities count as zero density (``n_nonfinite``); non-finite proposals are rejected.
+
+    *Cost.* One sweep costs ``N (L + 1)`` log-density evaluations with ``correct=True`` (grid plus
+    the proposal), plus one for the starting point.
+
+    References
+    ----------
+    .. [1] Berrones, A. (2009). Bayesian inference based on stationary Fokker–Planck sampling.
+       Neural Computation 22(6), 1573–1596.
+    """
+
+    name = "sfp"
+    default_blocked = True
+    stats_dtypes_shapes = {
+        "accept": (np.float64, []),
+        "n_invalid": (np.int64, []),
+        "n_nonfinite": (np.int64, []),
+        "n_logp_evals": (np.int64, []),
+        "n_edge_hits": (np.int64, []),
+        "model_logp": (np.float64, []),
+    }
+    _state_class = SFPStepState
+
+    def __init__(
+        self,
+        vars: Sequence | None = None,
+        *,
+        L: int = 100,
+        D: float = 1.0,
+        solver: Literal["quadrature", "collocation"] = "quadrature",
+        bounds: Any = None,
+        order: Literal["sequential", "random"] = "sequential",
+        correct: bool = True,
+        batched: bool = True,
+        marginal_points: int = 100,
+        model: pm.Model | None = None,
+        rng: Any = None,
+        initial_point: dict | None = None,
+        compile_kwargs: dict | None = None,
+        blocked: bool = True,
+        **kwargs: Any,
+    ):
+        model = pm.modelcontext(model)
+        if not isinstance(L, int | np.integer) or isinstance(L, bool) or L < 3:
+            raise ValueError(f"L must be an integer >= 3, got {L!r}")
+        if not np.isfinite(D) or D <= 0:
+            raise ValueError(f"D must be a finite number > 0, got {D!r}")
+        if solver not in ("quadrature", "collocation"):
+            raise ValueError(f"solver must be 'quadrature' or 'collocation', got {solver!r}")
+        if order not in ("sequential", "random"):
+            raise ValueError(f"order must be 'sequential' or 'random', got {order!r}")
+        if (
+            not isinstance(marginal_points, int | np.integer)
+            or marginal_points < 0
+            or marginal_points == 1
+        ):
+            raise ValueError(f"marginal_points must be 0 or an integer >= 2, got {marginal_points}")
+        if kwargs:
+            raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
+
+        value_vars = (
+            model.continuous_value_vars + model.discrete_value_vars
+            if vars is None
+            else get_value_vars_from_user_vars(vars, model)
+        )
+        discrete = [v.name for v in value_vars if v.dtype in discrete_types]
+        if discrete:
+            raise TypeError(
+                f"SFPStep samples continuous variables only; discrete: {discrete}. "
+                "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
+            )
+        if initial_point is None:
+            initial_point = model.initial_point()
+
+        self.L = int(L)
+        self.D = float(D)
+        self.solver = solver
+        self.order = order
+        self.correct = bool(correct)
+        self.marginal_points = int(marginal_points)
+        self.layout = coordinate_layout(model, value_vars, initial_point)
+        self._user_box = self._parse_bounds(bounds)
+        self._auto = ~self.layout.interval & ~self._user_box
+        self.evaluator = LineEvaluator(
+            model,
+            value_vars,
+            self.layout,
+            initial_point,
+            gradient=solver == "collocation",
+            batched=bool(batched),
+            compile_kwargs=compile_kwargs,
+        )
+        if solver == "collocation":
+            self._basis: CollocationBasis | None = CollocationBasis(self.L)
+            self._unit_nodes = self._basis.collocation_points
+        else:
+            self._basis = None
+            self._unit_nodes = np.linspace(0.0, 1.0, self.L)
+        self._unit_report = np.linspace(0.0, 1.0, self.marginal_points)
+        self._marginal_stats = self._declare_marginal_stats(model, value_vars)
+
+        x0 = self.layout.from_value(
+            np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars])
+        )
+        self._check_inside(x0, self._initial_lower, self._initial_upper, ~self._auto)
+        self.reset_tuning()
+        super().__init__(value_vars, self.evaluator.shared, blocked=blocked, rng=rng)
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _parse_bounds(self, bounds: Any) -> np.ndarray:
+        """Fill ``self._initial_lower/upper`` from ``bounds``; return which coordinates it set."""
+        layout = self.layout
+        lower, upper = layout.lower.copy(), layout.upper.copy()
+        given = np.zeros(layout.size, dtype=bool)
+        if bounds is None:
+            per_var: Mapping[str, Any] = {}
+        elif isinstance(bounds, Mapping):
+            known = set(layout.rv_names) | set(layout.names)
+            unknown = sorted(set(bounds) - known)
+            if unknown:
+                raise ValueError(
+                    f"bounds names unknown variables {unknown}; the step's variables are "
+                    f"{list(layout.rv_names)}"
+                )
+            per_var = bounds
+        else:
+            per_var = dict.fromkeys(layout.rv_names, bounds)
+        for name, rv_name, shape, slc in zip(
+            layout.names, layout.rv_names, layout.shapes, layout.slices, strict=True
+        ):
+            pair = per_var.get(rv_name, per_var.get(name))
+            if pair is None:
+                continue
+            try:
+                lo_given, hi_given = pair
+                lo = np.broadcast_to(np.asarray(lo_given, dtype=float), shape).ravel()
+                hi = np.broadcast_to(np.asarray(hi_given, dtype=float), shape).ravel()
+            except (TypeError, ValueError) as err:
+                raise ValueError(
+                    f"bounds for {rv_name!r} must be a pair (lower, upper) of scalars or arrays "
+                    f"broadcastable to its shape {shape}; got {pair!r}"
+                ) from err
+            for j in range(len(lo)):
+                label = layout.describe(slc.start + j)
+                if not (np.isfinite(lo[j]) and np.isfinite(hi[j]) and lo[j] < hi[j]):
+                    raise ValueError(
+                        f"bounds for {label}: need finite lower < upper, got ({lo[j]}, {hi[j]})"
+                    )
+                if layout.interval[slc.start + j] and (
+                    lo[j] < layout.lower[slc.start + j] or hi[j] > layout.upper[slc.start + j]
+                ):
+                    raise ValueError(
+                        f"bounds for {label} ({lo[j]}, {hi[j]}) leave its support "
+                        f"[{layout.lower[slc.start + j]}, {layout.upper[slc.start + j]}]"
+                    )
+            lower[slc], upper[slc], given[slc] = lo, hi, True
+        self._initial_lower, self._initial_upper = lower, upper
+        return given
+
+    def _check_inside(self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, mask) -> None:
+        outside = np.flatnonzero(mask & ((x < lower) | (x > upper)))
+        if outside.size:
+            j = int(outside[0])
+            raise ValueError(
+                f"the initial value of {self.layout.describe(j)} is {x[j]:.6g}, outside its box "
+                f"[{lower[j]:.6g}, {upper[j]:.6g}]; widen `bounds` or pass an initial point "
+                "inside it"
+            )
+
+    def _declare_marginal_stats(self, model: pm.Model, value_vars: list) -> list:
+        """Per-variable stats carrying conditional CDFs, so marginals survive multiprocessing."""
+        if not self.marginal_points:
+            return []
+        entries = []
+        stats = dict(self.stats_dtypes_shapes)
+        for value_var, shape, slc in zip(
+            value_vars, self.layout.shapes, self.layout.slices, strict=True
+        ):
+            rv = model.values_to_rvs[value_var]
+            transform = model.rvs_to_transforms.get(rv)
+            if isinstance(transform, IntervalTransform) and not self.layout.interval[slc].all():
+                a, _, lower_bounded, upper_bounded = transform.get_a_and_b(rv.owner.inputs)
+                a_val = constant_value(a, model)
+                if lower_bounded and not upper_bounded and a_val is not None:
+                    label, to_scale = "rv", (lambda u, a=a_val: a + np.exp(u))
+                else:
+                    label, to_scale = "value", None
+            else:
+                label, to_scale = _marginal_map(transform, bool(self.layout.interval[slc].all()))
+            name = rv.name if label == "rv" else value_var.name
+            stat_shape = [*shape, self.marginal_points]
+            stats[STAT_PREFIX_CDF + name] = (object, stat_shape)
+            stats[STAT_PREFIX_GRID + name] = (object, stat_shape)
+            entries.append((name, shape, slc, to_scale))
+        self.stats_dtypes_shapes = stats
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+        return entries
+
+    # ------------------------------------------------------------------ PyMC hooks
+    def reset_tuning(self) -> None:
+        n = self.layout.size
+        # Automatic boxes are NaN until the chain's first draw centres them on its start.
+        self.box_lower = np.where(self._auto, np.nan, self._initial_lower)
+        self.box_upper = np.where(self._auto, np.nan, self._initial_upper)
+        self.envelope_lower = np.full(n, np.inf)
+        self.envelope_upper = np.full(n, -np.inf)
+        self.tuning_draws = 0
+        self.next_checkpoint = FIRST_CHECKPOINT
+        self.warned_invalid = False
+        self.warned_edge = False
+        self.tune = True
+
+    def stop_tuning(self) -> None:
+        if self.tune and self._auto.any():
+            self._refit_boxes(allow_shrink=False)
+            auto = np.flatnonzero(self._auto)
+            _log.info(
+                "SFPStep boxes after tuning: %s",
+                ", ".join(
+                    f"{self.layout.describe(j)} [{self.box_lower[j]:.4g}, {self.box_upper[j]:.4g}]"
+                    for j in auto[:20]
+                )
+                + (" …" if auto.size > 20 else ""),
+            )
+        self.tune = False
+
+    @staticmethod
+    def competence(var, has_grad):
+        if var.dtype in continuous_types:
+            return Competence.COMPATIBLE
+        return Competence.INCOMPATIBLE
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        columns = [
+            TextColumn("{task.fields[accept]:.3f}", table_column=Column("Accept", ratio=1)),
+            TextColumn("{task.fields[n_invalid]}", table_column=Column("Invalid", ratio=1)),
+            TextColumn("{task.fields[n_edge_hits]}", table_column=Column("Edge hits", ratio=1)),
+        ]
+        stats = {
+            "accept": [1.0] * n_chains,
+            "n_invalid": [0] * n_chains,
+            "n_edge_hits": [0] * n_chains,
+        }
+        return columns, stats
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        def update_stats(step_stats):
+            return {key: step_stats[key] for key in ("accept", "n_invalid", "n_edge_hits")}
+
+        return (update_stats,)
+
+    # ------------------------------------------------------------------ sampling
+    def _refit_boxes(self, *, allow_shrink: bool) -> None:
+        auto = self._auto & np.isfinite(self.envelope_lower) & np.isfinite(self.envelope_upper)
+        span = self.envelope_upper - self.envelope_lower
+        span = np.maximum(span, 1e-8 * (1.0 + np.abs(self.envelope_lower)))
+        new_lower = self.envelope_lower - 0.5 * span
+        new_upper = self.envelope_upper + 0.5 * span
+        if not allow_shrink:
+            new_lower = np.minimum(new_lower, self.box_lower)
+            new_upper = np.maximum(new_upper, self.box_upper)
+        self.box_lower = np.where(auto, new_lower, self.box_lower)
+        self.box_upper = np.where(auto, new_upper, self.box_upper)
+        self.envelope_lower = np.where(auto, np.inf, self.envelope_lower)
+        self.envelope_upper = np.where(auto, -np.inf, self.envelope_upper)
+
+    def _build_conditional(
+        self, nodes: np.ndarray, logp: np.ndarray, dlogp: np.ndarray | None, lower, upper
+    ) -> tuple[TabulatedConditional | None, bool]:
+        """The coordinate's conditional, and whether the collocation result was invalid."""
+        if self._basis is None:
+            return quadrature_conditional(nodes, logp, self.D), False
+        conditional, _ = collocation_conditional(self._basis, lower, upper, dlogp, self.D)
+        if conditional is not None:
+            return conditional, False
+        return quadrature_conditional(nodes, logp, self.D), True
+
+    def _propose(self, conditional: TabulatedConditional, lower, upper) -> tuple[float, float]:
+        """A draw from the (defensive) proposal and its log-density."""
+        if not self.correct:
+            return float(conditional.ppf(self.rng.uniform())), 0.0
+        if self.rng.uniform() < DEFENSIVE_WEIGHT:
+            value = float(self.rng.uniform(lower, upper))
+        else:
+            value = float(conditional.ppf(self.rng.uniform()))
+        return value, self._proposal_logpdf(conditional, value, lower, upper)
+
+    @staticmethod
+    def _proposal_logpdf(conditional: TabulatedConditional, value, lower, upper) -> float:
+        return float(
+            np.logaddexp(
+                np.log1p(-DEFENSIVE_WEIGHT) + conditional.logpdf(value),
+                np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
+            )
+        )
+
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
+        layout = self.layout
+        x = layout.from_value(q0.data)
+        if np.isnan(self.box_lower).any():
+            start = np.isnan(self.box_lower)
+            self.box_lower[start] = x[start] - AUTO_HALFWIDTH
+            self.box_upper[start] = x[start] + AUTO_HALFWIDTH
+        self._check_inside(x, self.box_lower, self.box_upper, ~self._auto)
+        outside = self._auto & ((x < self.box_lower) | (x > self.box_upper))
+        self.box_lower[outside] = np.minimum(self.box_lower[outside], x[outside])
+        self.box_upper[outside] = np.maximum(self.box_upper[outside], x[outside])
+
+        evaluations = 1
+        logp_current = self.evaluator.logp(x)
+        if not np.isfinite(logp_current):
+            logp_current = -np.inf
+        accepted = n_invalid = n_nonfinite = n_edge_hits = 0
+        report = [np.empty((layout.size, self.marginal_points)) for _ in range(2)]
+        indices = (
+            self.rng.permutation(layout.size) if self.order == "random" else range(layout.size)
+        )
+        for i in indices:
+            lower, upper = self.box_lower[i], self.box_upper[i]
+            nodes = lower + self._unit_nodes * (upper - lower)
+            points = nodes
+            if layout.interval[i]:
+                # The support's end points themselves are not in the domain of the transform.
+                margin = 1e-12 * (upper - lower)
+                points = np.clip(nodes, lower + margin, upper - margin)
+            logp, dlogp = self.evaluator.along(x, i, points)
+            evaluations += len(points)
+            n_nonfinite += int(np.count_nonzero(~np.isfinite(logp)))
+            conditional, invalid = self._build_conditional(nodes, logp, dlogp, lower, upper)
+            n_invalid += invalid
+            if conditional is None:
+                # No finite log-density anywhere on the line: nothing to draw from, stay put.
+                n_invalid += 1 - invalid
+                if self.marginal_points:
+                    report[0][i] = lower + self._unit_report * (upper - lower)
+                    report[1][i] = (report[0][i] >= x[i]).astype(float)
+                continue
+
+            proposal, log_q_proposal = self._propose(conditional, lower, upper)
+            if layout.interval[i]:
+                margin = 1e-12 * (upper - lower)
+                proposal = float(np.clip(proposal, lower + margin, upper - margin))
+            if self.correct:
+                candidate = x.copy()
+                candidate[i] = proposal
+                logp_proposal = self.evaluator.logp(candidate)
+                evaluations += 1
+                if not np.isfinite(logp_proposal):
+                    n_nonfinite += 1
+                    log_ratio = -np.inf
+                else:
+                    log_q_current = self._proposal_logpdf(conditional, x[i], lower, upper)
+                    log_ratio = (logp_proposal - logp_current) / self.D - (
+                        log_q_proposal - log_q_current
+                    )
+                if np.log(self.rng.uniform()) < log_ratio:
+                    x[i] = proposal
+                    logp_current = logp_proposal
+                    accepted += 1
+            else:
+                x[i] = proposal
+                accepted += 1
+
+            if self._user_box[i] or self._auto[i]:
+                low_mass, high_mass = conditional.mass_near_edges(EDGE_FRACTION)
+                hit_low, hit_high = low_mass > EDGE_MASS, high_mass > EDGE_MASS
+                n_edge_hits += hit_low + hit_high
+                if self.tune and self._auto[i]:
+                    self._track_box(i, conditional, hit_low, hit_high)
+            if self.marginal_points:
+                grid = lower + self._unit_report * (upper - lower)
+                report[0][i] = grid
+                report[1][i] = conditional.cdf_at(grid)
+
+        if self.tune:
+            self.tuning_draws += 1
+            if self._auto.any() and self.tuning_draws >= self.next_checkpoint:
+                self._refit_boxes(allow_shrink=True)
+                self.next_checkpoint *= 2
+        self._warn_once(n_invalid, n_edge_hits)
+
+        if not self.correct:
+            logp_current = self.evaluator.logp(x)
+            evaluations += 1
+        stats = {
+            "accept": accepted / layout.size,
+            "n_invalid": n_invalid,
+            "n_nonfinite": n_nonfinite,
+            "n_logp_evals": evaluations,
+            "n_edge_hits": n_edge_hits,
+            "model_logp": float(logp_current + layout.log_jacobian(x)),
+        }
+        for name, shape, slc, to_scale in self._marginal_stats:
+            grid = report[0][slc]
+            if to_scale is not None:
+                grid = to_scale(grid)
+            stats[STAT_PREFIX_GRID + name] = grid.reshape(*shape, self.marginal_points)
+            stats[STAT_PREFIX_CDF + name] = (
+                report[1][slc].astype(np.float32).reshape(*shape, self.marginal_points)
+            )
+        return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
+
+    def _track_box(self, i: int, conditional: TabulatedConditional, hit_low, hit_high) -> None:
+        """Tuning of an automatic box: widen at a hit edge, else track the quantile envelope."""
+        width = self.box_upper[i] - self.box_lower[i]
+        if hit_low or hit_high:
+            self.box_lower[i] -= width * hit_low
+            self.box_upper[i] += width * hit_high
+            self.envelope_lower[i], self.envelope_upper[i] = np.inf, -np.inf
+            return
+        q_low, q_high = conditional.ppf(np.array([ENVELOPE_QUANTILE, 1 - ENVELOPE_QUANTILE]))
+        self.envelope_lower[i] = min(self.envelope_lower[i], q_low)
+        self.envelope_upper[i] = max(self.envelope_upper[i], q_high)
+
+    def _warn_once(self, n_invalid: int, n_edge_hits: int) -> None:
+        if n_invalid and not self.warned_invalid:
+            self.warned_invalid = True
+            warnings.warn(
+                f"SFPStep: {n_invalid} conditional(s) in this sweep were not valid CDFs "
+                f"(collocation with L={self.L}, D={self.D}) and were replaced by the quadrature "
+                "conditional for that draw. Raise L (or D), or use solver='quadrature'. "
+                "Counts are in the 'n_invalid' sample stat.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if n_edge_hits and not self.tune and not self.warned_edge:
+            self.warned_edge = True
+            warnings.warn(
+                "SFPStep: conditional mass piles up at a box edge after tuning, so the box "
+                "truncates the posterior. Pass wider `bounds` or tune longer. Counts are in the "
+                "'n_edge_hits' sample stat.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
