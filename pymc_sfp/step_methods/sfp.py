@@ -218,7 +218,9 @@ class SFPStep(ArrayStepShared):
         value_vars = (
             model.continuous_value_vars + model.discrete_value_vars
             if vars is None
-            else get_value_vars_from_user_vars(vars, model)
+            else get_value_vars_from_user_vars(
+                [model[v] if isinstance(v, str) else v for v in vars], model
+            )
         )
         discrete = [v.name for v in value_vars if v.dtype in discrete_types]
         if discrete:

@@ -1,0 +1,417 @@
+"""SFPStep inside PyMC: statistical correctness against known answers, and PyMC citizenship.
+
+Tolerances come from the Monte Carlo error: binomial standard errors for mode weights (draws of a
+1-D target are independent), ArviZ's MCSE (which accounts for autocorrelation) elsewhere.
+"""
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pymc.blocking import DictToArrayBijection
+from scipy import stats
+
+import pymc_sfp
+from pymc_sfp import SFPStep
+
+MIX_WEIGHTS = np.array([0.2, 0.2, 0.6])
+MIX_MEANS = np.array([5.0, 20.0, 40.0])
+
+
+def mixture_model():
+    with pm.Model() as model:
+        x = pm.Flat("x")
+        pm.Potential(
+            "mixture",
+            pm.math.logsumexp(pt.log(MIX_WEIGHTS) + pm.logp(pm.Normal.dist(MIX_MEANS, 2), x)),
+        )
+    return model
+
+
+def sweeps(step, model, n, start=None, seed=0):
+    """Run ``n`` sweeps of ``step`` directly (no pm.sample overhead); returns draws and stats."""
+    step.rng = np.random.default_rng(seed)
+    q = DictToArrayBijection.map(start or model.initial_point())
+    draws, all_stats = [], []
+    for _ in range(n):
+        q, step_stats = step.astep(q)
+        draws.append(q.data.copy())
+        all_stats.append(step_stats[0])
+    return np.array(draws), all_stats
+
+
+@pytest.fixture(scope="module")
+def mixture_idata():
+    model = mixture_model()
+    with model:
+        return pm.sample(
+            draws=3000,
+            tune=100,
+            chains=2,
+            cores=1,
+            step=SFPStep(bounds=(-10, 60)),
+            random_seed=11,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+
+def test_mixture_mode_weights_per_chain(mixture_idata):
+    x = mixture_idata.posterior["x"].values
+    n = x.shape[1]
+    for chain in x:
+        weights = [
+            np.mean(chain < 12.5),
+            np.mean((chain > 12.5) & (chain < 30)),
+            np.mean(chain > 30),
+        ]
+        for w, true in zip(weights, MIX_WEIGHTS, strict=True):
+            se = np.sqrt(true * (1 - true) / n)
+            assert abs(w - true) < 0.03  # the issue's requirement ...
+            assert abs(w - true) < 4 * se  # ... which is about 3.4 binomial standard errors here
+    pooled = x.ravel()
+    se_mean = 14.42 / np.sqrt(pooled.size)
+    assert abs(pooled.mean() - 29.0) < 4 * se_mean
+    assert abs(pooled.std() - 14.42) < 4 * 14.42 / np.sqrt(2 * pooled.size) * 1.5
+
+
+def test_mixture_stats_declared_and_clean(mixture_idata):
+    st = mixture_idata.sample_stats
+    assert float(st["accept"].mean()) > 0.99
+    assert int(st["n_invalid"].sum()) == 0
+    assert int(st["n_nonfinite"].sum()) == 0
+    assert np.all(st["n_logp_evals"].values == 102)  # start + 100 grid points + proposal
+    assert np.isfinite(st["lp"].values).all()
+
+
+def test_sfp_marginal_of_mixture(mixture_idata):
+    marginal = pymc_sfp.sfp_marginals(mixture_idata)["x"]
+    grid = np.linspace(-5, 55, 121)
+    true_pdf = np.sum(MIX_WEIGHTS * stats.norm.pdf(grid[:, None], MIX_MEANS, 2), axis=1)
+    assert np.abs(marginal.pdf(grid) - true_pdf).max() < 0.01 * true_pdf.max() * 5
+    assert marginal.cdf(12.5) == pytest.approx(0.2, abs=2e-3)
+    # Mode resolution is limited by the recording grid (100 points over 70 units, 0.7 apart).
+    assert marginal.mode() == pytest.approx(40.0, abs=0.25)
+    assert marginal.mean() == pytest.approx(29.0, abs=0.05)
+
+
+def test_marginal_of_normal_matches_pdf():
+    with pm.Model() as model:
+        pm.Normal("y", 1.0, 2.0)
+        step = SFPStep(bounds=(-15, 17))
+    _, step_stats = sweeps(step, model, 5)
+    # Conditionals of a 1-D target are its marginal: build the DataTree by hand from the stats.
+    import xarray as xr
+
+    idata = xr.DataTree.from_dict(
+        {
+            "sample_stats": xr.Dataset(
+                {
+                    k: (("chain", "draw", "k"), np.array([[s[k] for s in step_stats]]))
+                    for k in ("sfp_cdf__y", "sfp_grid__y")
+                }
+            )
+        }
+    )
+    marginal = pymc_sfp.sfp_marginals(idata)["y"]
+    grid = np.linspace(-7, 9, 200)
+    assert np.abs(marginal.pdf(grid) - stats.norm.pdf(grid, 1, 2)).max() < 2e-3
+    assert np.abs(marginal.cdf(grid) - stats.norm.cdf(grid, 1, 2)).max() < 1e-4
+    assert marginal.mode() == pytest.approx(1.0, abs=0.02)
+
+
+def test_separable_target_converges_in_one_sweep():
+    # Each coordinate is a two-mode mixture; after ONE sweep from a fixed start the draws already
+    # follow the target (paper, Sec. 2). 1000 independent single sweeps, KS test per coordinate.
+    with pm.Model():
+        z = pm.Flat("z", shape=3)
+        pm.Potential(
+            "separable",
+            pm.math.logsumexp(
+                pt.stack(
+                    [
+                        np.log(0.3) + pm.logp(pm.Normal.dist(-4, 1), z),
+                        np.log(0.7) + pm.logp(pm.Normal.dist(3, 1.5), z),
+                    ]
+                ),
+                axis=0,
+            ).sum(),
+        )
+        step = SFPStep(bounds=(-15, 15), marginal_points=0)
+    start = {"z": np.full(3, 10.0)}
+    q0 = DictToArrayBijection.map(start)
+    rng = np.random.default_rng(3)
+    draws = []
+    for _ in range(1000):
+        step.rng = np.random.default_rng(rng.integers(2**32))
+        draws.append(step.astep(q0)[0].data)
+    draws = np.array(draws)
+
+    def target_cdf(v):
+        return 0.3 * stats.norm.cdf(v, -4, 1) + 0.7 * stats.norm.cdf(v, 3, 1.5)
+
+    for j in range(3):
+        assert stats.kstest(draws[:, j], target_cdf).pvalue > 1e-3
+
+
+def test_correlated_gaussian_exact_covariance():
+    cov = np.array([[1.0, 1.2], [1.2, 4.0]])  # correlation 0.6
+    with pm.Model():
+        pm.MvNormal("v", mu=np.zeros(2), cov=cov)
+        step = SFPStep(L=40, bounds=(-12, 12), marginal_points=0)
+        idata = pm.sample(
+            draws=2500,
+            tune=100,
+            chains=2,
+            cores=1,
+            step=step,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    v = idata.posterior["v"]
+    products = {
+        "v0v0": (v.isel(v_dim_0=0) ** 2, cov[0, 0]),
+        "v1v1": (v.isel(v_dim_0=1) ** 2, cov[1, 1]),
+        "v0v1": (v.isel(v_dim_0=0) * v.isel(v_dim_0=1), cov[0, 1]),
+    }
+    for name, (values, truth) in products.items():
+        mcse = float(az.mcse(values.rename(name).to_dataset()).to_array().squeeze())
+        assert abs(float(values.mean()) - truth) < 4 * mcse, name
+
+
+def test_uncorrected_sampler_depends_on_L_and_correction_fixes_it():
+    model = mixture_model()
+    with model:
+        rough = SFPStep(L=50, solver="collocation", bounds=(-10, 60), correct=False)
+        exact = SFPStep(L=50, solver="collocation", bounds=(-10, 60), correct=True)
+    # L = 50 gives a monotone but wrong collocation CDF for this mixture (barrier effect).
+    wrong, _ = sweeps(rough, model, 2000)
+    right, right_stats = sweeps(exact, model, 2000)
+    se = np.sqrt(0.6 * 0.4 / 2000)
+    assert abs(np.mean(wrong > 30) - 0.6) > 6 * se
+    assert abs(np.mean(right > 30) - 0.6) < 4 * se * np.sqrt(1 / 0.5)  # acceptance ≥ 0.5
+    assert np.mean([s["accept"] for s in right_stats]) > 0.5
+
+
+def test_ring_3d_moments():
+    # Eq. 12 (Neal's ring), box [-20, 20]^3; exact moments by quadrature on a grid.
+    with pm.Model():
+        r = pm.Flat("r", shape=3)
+        sq = pt.sum(r**2)
+        pm.Potential("ring", -(0.5 * sq + pt.sum(r) ** 2 + 10000 / (1 + sq)))
+        step = SFPStep(L=150, bounds=(-20, 20), marginal_points=0)
+        idata = pm.sample(
+            draws=1500,
+            tune=100,
+            chains=4,
+            cores=1,
+            step=step,
+            random_seed=2,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    g = np.linspace(-20, 20, 241)
+    X, Y, Z = np.meshgrid(g, g, g, indexing="ij")
+    s2 = X**2 + Y**2 + Z**2
+    logp = -(0.5 * s2 + (X + Y + Z) ** 2 + 10000 / (1 + s2))
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    true_sd = np.sqrt(np.sum(p * X**2))
+    assert true_sd == pytest.approx(6.88, abs=0.02)
+    r_draws = idata.posterior["r"]
+    for j in range(3):
+        values = r_draws.isel(r_dim_0=j).rename("x").to_dataset()
+        mcse = float(az.mcse(values).to_array().squeeze())
+        assert abs(float(values["x"].mean())) < 4 * mcse
+        sq_values = (r_draws.isel(r_dim_0=j) ** 2).rename("x2").to_dataset()
+        mcse_sq = float(az.mcse(sq_values).to_array().squeeze())
+        assert abs(float(sq_values["x2"].mean()) - true_sd**2) < 4 * mcse_sq
+
+
+def test_interval_variable_sampled_on_its_support():
+    # Uniform(-1, 1) prior times a normal likelihood: exact posterior on [-1, 1] by quadrature.
+    data = np.array([0.9, 1.3, 0.7, 1.1])
+    with pm.Model() as model:
+        w = pm.Uniform("w", -1, 1)
+        pm.Normal("y", w, 0.5, observed=data)
+        step = SFPStep(L=60)
+    draws, step_stats = sweeps(step, model, 4000)
+    w_draws = draws[:, 0]  # PyMC's unconstrained (log-odds) value
+    w_draws = -1 + 2 / (1 + np.exp(-w_draws))
+    grid = np.linspace(-1, 1, 20001)
+    post = np.exp(stats.norm.logpdf(data[:, None], grid, 0.5).sum(0))
+    post /= np.trapezoid(post, grid)
+    mean = np.trapezoid(grid * post, grid)
+    sd = np.sqrt(np.trapezoid((grid - mean) ** 2 * post, grid))
+    assert abs(w_draws.mean() - mean) < 4 * sd / np.sqrt(len(w_draws))
+    assert np.isfinite(draws).all()
+    grid_stat = step_stats[-1]["sfp_grid__w"]
+    assert grid_stat[0] == -1 and grid_stat[-1] == 1  # the box is the support
+
+
+def test_step_function_likelihood_with_quadrature():
+    # Zero gradient almost everywhere: a normal truncated to x > 0.5 via a step potential.
+    with pm.Model() as model:
+        x = pm.Normal("x", 0, 1)
+        pm.Potential("cut", pt.switch(x > 0.5, 0.0, -np.inf))
+        step = SFPStep(bounds=(-6, 6), marginal_points=0)
+    draws, step_stats = sweeps(step, model, 3000, start={"x": np.array(1.0)})
+    truncated = stats.truncnorm(0.5, np.inf)
+    assert draws.min() > 0.5
+    assert abs(draws.mean() - truncated.mean()) < 4 * truncated.std() / np.sqrt(3000)
+    assert sum(s["n_nonfinite"] for s in step_stats) > 0  # counted, never written
+
+
+def test_automatic_box_adapts_during_tuning():
+    with pm.Model():
+        pm.Normal("a", 300.0, 50.0)
+        step = SFPStep(marginal_points=20)
+        idata = pm.sample(
+            draws=1500,
+            tune=200,
+            chains=2,
+            cores=1,
+            step=step,
+            random_seed=4,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    grid = idata.sample_stats["sfp_grid__a"].values
+    lower, upper = grid[..., 0], grid[..., -1]
+    # Frozen after tuning, covering the posterior with margin, and not absurdly wide.
+    assert np.all(lower == lower[:, :1]) and np.all(upper == upper[:, :1])
+    assert np.all(lower < 300 - 5 * 50) and np.all(upper > 300 + 5 * 50)
+    assert np.all(upper - lower < 40 * 50)
+    a = idata.posterior["a"].values.ravel()
+    assert abs(a.mean() - 300) < 4 * 50 / np.sqrt(a.size)
+    assert int(idata.sample_stats["n_edge_hits"].sum()) == 0
+
+
+def test_invalid_collocation_detected_counted_and_replaced():
+    with pm.Model() as model:
+        pm.Normal("n", 0.0, 0.05)
+        step = SFPStep(L=8, solver="collocation", bounds=(-5, 5), marginal_points=0)
+    with pytest.warns(RuntimeWarning, match="not valid CDFs"):
+        draws, step_stats = sweeps(step, model, 300)
+    assert sum(s["n_invalid"] for s in step_stats) > 0
+    assert np.isfinite(draws).all() and np.all(np.abs(draws) <= 5)
+    assert abs(draws.mean()) < 4 * 0.05 / np.sqrt(300) * 3
+
+
+def test_reproducible_across_cores_and_compound_with_metropolis():
+    with pm.Model():
+        pm.Normal("a", 0, 1)
+        b = pm.Normal("b", 0, 1)
+        kwargs = dict(
+            draws=30,
+            tune=10,
+            chains=2,
+            random_seed=123,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+        def steps():
+            return [SFPStep(["a"], L=20, bounds=(-8, 8), marginal_points=0), pm.Metropolis([b])]
+
+        one = pm.sample(cores=1, step=steps(), **kwargs)
+        two = pm.sample(cores=2, step=steps(), **kwargs)
+        again = pm.sample(cores=1, step=steps(), **kwargs)
+        reversed_order = pm.sample(cores=1, step=steps()[::-1], **kwargs)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, two.posterior[name].values)
+        np.testing.assert_array_equal(one.posterior[name].values, again.posterior[name].values)
+    assert not np.array_equal(one.posterior["a"].values[0], one.posterior["a"].values[1])
+    assert np.isfinite(reversed_order.posterior["a"].values).all()
+    assert "accept" in one.sample_stats and "n_invalid" in one.sample_stats
+
+
+@pytest.mark.slow
+def test_spawn_multiprocessing_matches_fork():
+    with pm.Model():
+        pm.Normal("a", 0, 1)
+        kwargs = dict(
+            draws=20,
+            tune=5,
+            chains=2,
+            cores=2,
+            random_seed=9,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+        fork = pm.sample(step=SFPStep(L=20, bounds=(-8, 8)), **kwargs)
+        spawn = pm.sample(step=SFPStep(L=20, bounds=(-8, 8)), mp_ctx="spawn", **kwargs)
+    np.testing.assert_array_equal(fork.posterior["a"].values, spawn.posterior["a"].values)
+    marginal = pymc_sfp.sfp_marginals(spawn)["a"]
+    assert marginal.cdf(0.0) == pytest.approx(0.5, abs=1e-3)
+
+
+def test_progressbar_runs():
+    with pm.Model():
+        pm.Normal("a", 0, 1)
+        idata = pm.sample(
+            draws=5,
+            tune=5,
+            chains=1,
+            step=SFPStep(L=10, bounds=(-8, 8)),
+            progressbar=True,
+            random_seed=1,
+            compute_convergence_checks=False,
+        )
+    assert idata.posterior["a"].shape == (1, 5)
+
+
+class TestBadInput:
+    def test_discrete_variable(self):
+        with pm.Model():
+            pm.Poisson("count", 3.0)
+            pm.Normal("a", 0, 1)
+            with pytest.raises(TypeError, match="count"):
+                SFPStep()
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"L": 2}, "L must be"),
+            ({"D": 0.0}, "D must be"),
+            ({"D": -1.0}, "D must be"),
+            ({"solver": "spline"}, "solver must be"),
+            ({"order": "backwards"}, "order must be"),
+            ({"bounds": (3.0, 1.0)}, r"a\[0\].*lower < upper"),
+            ({"bounds": {"a": ([0, 1, 2], [1, 2, 3])}}, "broadcastable to its shape"),
+            ({"bounds": {"nope": (0, 1)}}, "unknown variables"),
+            ({"bounds": (2.0, 3.0)}, r"initial value of a\[0\].*outside its box"),
+            ({"marginal_points": 1}, "marginal_points"),
+        ],
+    )
+    def test_invalid_arguments(self, kwargs, match):
+        with pm.Model():
+            pm.Normal("a", 0, 1, shape=2)
+            with pytest.raises(ValueError, match=match):
+                SFPStep(**kwargs)
+
+    def test_bounds_outside_interval_support(self):
+        with pm.Model():
+            pm.Uniform("u", 0, 1)
+            with pytest.raises(ValueError, match=r"u.*leave its support"):
+                SFPStep(bounds={"u": (-1, 0.5)})
+
+    def test_marginals_need_sfp_stats(self):
+        with pm.Model():
+            pm.Normal("a", 0, 1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                idata = pm.sample(
+                    draws=5,
+                    tune=5,
+                    chains=1,
+                    step=pm.Metropolis(),
+                    progressbar=False,
+                    compute_convergence_checks=False,
+                )
+        with pytest.raises(ValueError, match="SFPStep"):
+            pymc_sfp.sfp_marginals(idata)
