@@ -6,10 +6,13 @@ SFPStep
     Stationary Fokker–Planck sampling (Berrones 2009) as a ``pm.sample`` step method.
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
+datasets
+    The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
+from pymc_sfp import datasets
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.step_methods import SFPStep
 
-__all__ = ["Marginal", "SFPStep", "sfp_marginals"]
+__all__ = ["Marginal", "SFPStep", "datasets", "sfp_marginals"]
 __version__ = "0.1.0.dev0"
