@@ -189,7 +189,8 @@ def quadrature_conditional(
     width = np.diff(nodes)
     left, right = f[:-1], f[1:]
     finite = np.isfinite(left) & np.isfinite(right)
-    delta = np.where(finite, right - left, 0.0)
+    delta = np.zeros(len(width))
+    delta[finite] = right[finite] - left[finite]
     log_mass = np.full(len(width), -np.inf)
     log_mass[finite] = np.log(width[finite]) + left[finite] + _log_exprel(delta[finite])
     if not np.isfinite(log_mass).any():

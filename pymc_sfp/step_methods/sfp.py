@@ -412,18 +412,17 @@ class SFPStep(ArrayStepShared):
 
     # ------------------------------------------------------------------ sampling
     def _refit_boxes(self, *, allow_shrink: bool) -> None:
-        auto = self._auto & np.isfinite(self.envelope_lower) & np.isfinite(self.envelope_upper)
-        span = self.envelope_upper - self.envelope_lower
-        span = np.maximum(span, 1e-8 * (1.0 + np.abs(self.envelope_lower)))
-        new_lower = self.envelope_lower - 0.5 * span
-        new_upper = self.envelope_upper + 0.5 * span
+        refit = np.flatnonzero(
+            self._auto & np.isfinite(self.envelope_lower) & np.isfinite(self.envelope_upper)
+        )
+        low, high = self.envelope_lower[refit], self.envelope_upper[refit]
+        span = np.maximum(high - low, 1e-8 * (1.0 + np.abs(low)))
+        new_lower, new_upper = low - 0.5 * span, high + 0.5 * span
         if not allow_shrink:
-            new_lower = np.minimum(new_lower, self.box_lower)
-            new_upper = np.maximum(new_upper, self.box_upper)
-        self.box_lower = np.where(auto, new_lower, self.box_lower)
-        self.box_upper = np.where(auto, new_upper, self.box_upper)
-        self.envelope_lower = np.where(auto, np.inf, self.envelope_lower)
-        self.envelope_upper = np.where(auto, -np.inf, self.envelope_upper)
+            new_lower = np.minimum(new_lower, self.box_lower[refit])
+            new_upper = np.maximum(new_upper, self.box_upper[refit])
+        self.box_lower[refit], self.box_upper[refit] = new_lower, new_upper
+        self.envelope_lower[refit], self.envelope_upper[refit] = np.inf, -np.inf
 
     def _build_conditional(
         self, nodes: np.ndarray, logp: np.ndarray, dlogp: np.ndarray | None, lower, upper
