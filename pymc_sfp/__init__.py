@@ -4,6 +4,8 @@ Public API
 ----------
 SFPStep
     Stationary Fokker–Planck sampling (Berrones 2009) as a ``pm.sample`` step method.
+StochasticDynamics
+    Neal's (1993) persistent-momentum dynamics, uncorrected or exact (generalised HMC).
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
 datasets
@@ -12,7 +14,7 @@ datasets
 
 from pymc_sfp import datasets
 from pymc_sfp.marginals import Marginal, sfp_marginals
-from pymc_sfp.step_methods import SFPStep
+from pymc_sfp.step_methods import SFPStep, StochasticDynamics
 
-__all__ = ["Marginal", "SFPStep", "datasets", "sfp_marginals"]
+__all__ = ["Marginal", "SFPStep", "StochasticDynamics", "datasets", "sfp_marginals"]
 __version__ = "0.1.0.dev0"

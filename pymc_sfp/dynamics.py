@@ -1,0 +1,145 @@
+"""Stochastic dynamics with persistent momentum (Neal 1993), as plain functions over arrays.
+
+The energy is ``E(q) = -log p(q)`` and the Hamiltonian ``H(q, p) = E(q) + ½ pᵀ M⁻¹ p``. One
+*transition* is
+
+1. partial momentum refreshment (Eq. 16): ``p ← α p + (1 − α²)^½ n``, ``n ~ N(0, M)``;
+2. ``n_steps`` leapfrog steps of size ``ε`` (Eq. 15);
+3. with ``correct=True``, a Metropolis test on ``ΔH`` — Horowitz's generalised hybrid Monte Carlo:
+   the end point is accepted with probability ``min(1, exp(-ΔH))``, and on rejection the chain
+   stays at the start with its momentum *negated*. This leaves the posterior exactly invariant
+   for any ``ε``. With ``correct=False`` the end point is always taken (Neal's uncorrected method,
+   biased by ``O(ε²)``).
+
+``α = 0`` is plain hybrid (Hamiltonian) Monte Carlo; ``α`` close to 1 with one leapfrog step per
+transition is "loosely equivalent" to long HMC trajectories without their random-walk restarts.
+
+A trajectory whose energy error is not finite or exceeds ``max_energy_error`` (Neal's Fig. 4b
+blow-up for too large ``ε``) is *divergent*: the chain is restored to the start of the transition
+with a freshly drawn momentum, so no non-finite value ever leaves this module.
+
+Nothing here imports PyMC: the log-density, the kinetic energy and the momentum draws are passed
+in as callables (a PyMC ``QuadPotential`` provides the latter two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["PhaseState", "TransitionInfo", "leapfrog", "refresh_momentum", "transition"]
+
+LogpGrad = Callable[[np.ndarray], tuple[float, np.ndarray]]
+
+
+class PhaseState(NamedTuple):
+    """A point in phase space with its cached log-density and gradient."""
+
+    position: np.ndarray
+    momentum: np.ndarray
+    logp: float
+    grad: np.ndarray
+
+
+class TransitionInfo(NamedTuple):
+    """What one transition did."""
+
+    accept_stat: float
+    """``min(1, exp(-ΔH))`` (0 for a divergent trajectory)."""
+    accepted: bool
+    energy_error: float
+    energy: float
+    diverging: bool
+    n_grad: int
+    """Gradient evaluations spent."""
+
+
+def refresh_momentum(momentum: np.ndarray, alpha: float, noise: np.ndarray) -> np.ndarray:
+    """Partial momentum refreshment, Eq. 16: ``α p + (1 − α²)^½ n`` with ``n ~ N(0, M)``."""
+    return alpha * momentum + np.sqrt(1.0 - alpha * alpha) * noise
+
+
+def leapfrog(
+    state: PhaseState,
+    step_size: float,
+    n_steps: int,
+    logp_grad: LogpGrad,
+    velocity: Callable[[np.ndarray], np.ndarray],
+) -> tuple[PhaseState, int]:
+    """``n_steps`` leapfrog steps (Neal 1993, Eq. 15) for ``H = -log p(q) + K(p)``.
+
+    Consecutive half-steps of the momentum are merged, so the cost is ``n_steps`` gradient
+    evaluations. Stops early at the first non-finite log-density or gradient.
+
+    Returns
+    -------
+    state : PhaseState
+        The end of the trajectory (with non-finite ``logp`` if it stopped early).
+    n_grad : int
+        Gradient evaluations spent.
+    """
+    q = state.position.copy()
+    p = state.momentum + 0.5 * step_size * state.grad
+    logp, grad = state.logp, state.grad
+    for step in range(n_steps):
+        q = q + step_size * velocity(p)
+        logp, grad = logp_grad(q)
+        if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
+            return PhaseState(q, p, -np.inf, grad), step + 1
+        last = step == n_steps - 1
+        p = p + (0.5 if last else 1.0) * step_size * grad
+    return PhaseState(q, p, float(logp), grad), n_steps
+
+
+def transition(
+    state: PhaseState,
+    *,
+    step_size: float,
+    n_steps: int,
+    alpha: float,
+    correct: bool,
+    logp_grad: LogpGrad,
+    velocity: Callable[[np.ndarray], np.ndarray],
+    kinetic_energy: Callable[[np.ndarray], float],
+    draw_momentum: Callable[[], np.ndarray],
+    uniform: Callable[[], float],
+    max_energy_error: float = 1000.0,
+) -> tuple[PhaseState, TransitionInfo]:
+    """One stochastic-dynamics transition: refresh, leapfrog, and (optionally) accept/reject.
+
+    Parameters
+    ----------
+    state : PhaseState
+        Current point; its momentum persists from the previous transition.
+    step_size, n_steps, alpha :
+        ``ε``, leapfrog steps, and the persistence ``α ∈ [0, 1)``.
+    correct : bool
+        Metropolis test with momentum negation on rejection (generalised HMC), or none.
+    logp_grad, velocity, kinetic_energy, draw_momentum :
+        ``q ↦ (log p(q), ∇ log p(q))``, ``p ↦ M⁻¹ p``, ``p ↦ ½ pᵀ M⁻¹ p`` and a draw from
+        ``N(0, M)``.
+    uniform : callable
+        A draw from U(0, 1) (only called when ``correct``).
+    max_energy_error : float
+        ``|ΔH|`` above which a trajectory counts as divergent.
+    """
+    start = state._replace(momentum=refresh_momentum(state.momentum, alpha, draw_momentum()))
+    energy_start = -start.logp + kinetic_energy(start.momentum)
+    end, n_grad = leapfrog(start, step_size, n_steps, logp_grad, velocity)
+    energy_end = -end.logp + kinetic_energy(end.momentum)
+    energy_error = energy_end - energy_start
+    if not np.isfinite(energy_error) or abs(energy_error) > max_energy_error:
+        restored = start._replace(momentum=draw_momentum())
+        info = TransitionInfo(0.0, False, float(energy_error), energy_start, True, n_grad)
+        return restored, info
+    accept_stat = float(min(1.0, np.exp(-energy_error)))
+    if not correct or uniform() < accept_stat:
+        return end, TransitionInfo(
+            accept_stat, True, float(energy_error), energy_end, False, n_grad
+        )
+    rejected = start._replace(momentum=-start.momentum)
+    return rejected, TransitionInfo(
+        accept_stat, False, float(energy_error), energy_start, False, n_grad
+    )

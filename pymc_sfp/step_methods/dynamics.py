@@ -1,0 +1,313 @@
+"""``StochasticDynamics``: Neal's (1993) persistent-momentum dynamics as a PyMC step method.
+
+The numerical core is :mod:`pymc_sfp.dynamics`; this module adds what PyMC needs: compiled
+log-density and gradient, PyMC's mass-matrix potentials, dual-averaging step-size tuning,
+declared sample stats, and per-chain state (the momentum persists from draw to draw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pymc as pm
+from pymc.blocking import RaveledVars, StatsType
+from pymc.exceptions import SamplingError
+from pymc.step_methods.arraystep import GradientSharedStep
+from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.hmc.quadpotential import (
+    PotentialState,
+    QuadPotential,
+    QuadPotentialDiagAdapt,
+    quad_potential,
+)
+from pymc.step_methods.state import dataclass_state
+from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
+from pymc.util import get_value_vars_from_user_vars
+from pymc.vartypes import continuous_types, discrete_types
+from rich.progress import TextColumn
+from rich.table import Column
+
+from pymc_sfp.dynamics import PhaseState, transition
+
+__all__ = ["StochasticDynamics"]
+
+
+@dataclass_state
+class StochasticDynamicsState(StepMethodState):
+    momentum: np.ndarray
+    step_adapt: StepSizeState
+    potential: PotentialState
+    tune: bool
+    divergences: int
+
+
+class StochasticDynamics(GradientSharedStep):
+    r"""Stochastic dynamics with partial momentum refreshment (Neal 1993), exact or uncorrected.
+
+    Each draw runs ``thin`` transitions. A transition refreshes the momentum partially,
+    ``p ← α p + (1 − α²)^½ n`` with ``n ~ N(0, M)`` (Eq. 16), then takes ``n_leapfrog`` leapfrog
+    steps of size ``ε`` (Eq. 15). With ``correct=True`` the end point is accepted with probability
+    ``min(1, exp(-ΔH))`` and the momentum is negated on rejection: Horowitz's generalised hybrid
+    Monte Carlo, exact for any ``ε``. With ``correct=False`` every end point is taken: Neal's
+    uncorrected method, whose bias grows with ``ε`` (roughly as ``ε²``). ``alpha=0`` is plain
+    Hamiltonian Monte Carlo with ``n_leapfrog`` steps per trajectory.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Continuous variables to sample (default: all of the model's).
+    step_size : float, optional
+        Leapfrog step ``ε`` (in units of the mass matrix's scales). Default ``0.25 / N^¼``, the
+        starting point of tuning.
+    alpha : float, default 0.9
+        Momentum persistence, in ``[0, 1)``. Neal used 0.999 with one leapfrog step per
+        transition; values close to 1 suppress random walks.
+    n_leapfrog : int, default 10
+        Leapfrog steps per transition.
+    thin : int, default 1
+        Transitions per recorded draw.
+    correct : bool, default True
+        Exact (Metropolis-corrected) or uncorrected dynamics.
+    target_accept : float, default 0.9
+        Step-size tuning target for the mean acceptance probability (``correct=True``).
+    target_energy_error : float, default 0.1
+        Step-size tuning target for ``correct=False``: dual averaging drives the mean of
+        ``exp(-|ΔH|)`` to ``exp(-target_energy_error)``.
+    adapt_step_size : bool, default True
+        Dual averaging of ``log ε`` during tuning (Hoffman & Gelman 2014), then frozen at its
+        averaged value.
+    scaling : array, optional
+        Diagonal of the mass matrix (or its inverse with ``is_cov=True``), or a full matrix. If
+        neither ``scaling`` nor ``potential`` is given, a diagonal mass matrix is adapted during
+        tuning from the draws' variances (PyMC's ``QuadPotentialDiagAdapt``).
+    is_cov : bool, default False
+    potential : pymc QuadPotential, optional
+        Any of PyMC's mass-matrix potentials.
+    max_energy_error : float, default 1000
+        ``|ΔH|`` above which a trajectory is divergent: it is counted (``diverging``), the chain
+        returns to the start of the transition with a fresh momentum, and during tuning the step
+        size shrinks (the divergence enters dual averaging with acceptance 0).
+    model, rng, initial_point, compile_kwargs, blocked :
+        As for PyMC's steps.
+
+    Notes
+    -----
+    Sample stats: ``accept`` (mean ``min(1, exp(-ΔH))`` over the draw's transitions),
+    ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning), ``energy``,
+    ``energy_error`` (last transition),
+    ``step_size``, ``step_size_bar``, ``n_grad_evals`` and ``model_logp``.
+
+    References
+    ----------
+    .. [1] Neal, R. M. (1993). Bayesian learning via stochastic dynamics. NIPS 5, 475–482.
+    .. [2] Horowitz, A. M. (1991). A generalized guided Monte Carlo algorithm. Phys. Lett. B 268,
+       247–252.
+    """
+
+    name = "stochastic_dynamics"
+    default_blocked = True
+    stats_dtypes_shapes = {
+        "accept": (np.float64, []),
+        "n_accepted": (np.int64, []),
+        "diverging": (bool, []),
+        "divergences": (np.int64, []),
+        "energy": (np.float64, []),
+        "energy_error": (np.float64, []),
+        "step_size": (np.float64, []),
+        "step_size_bar": (np.float64, []),
+        "n_grad_evals": (np.int64, []),
+        "model_logp": (np.float64, []),
+    }
+    _state_class = StochasticDynamicsState
+
+    def __init__(
+        self,
+        vars: Sequence | None = None,
+        *,
+        step_size: float | None = None,
+        alpha: float = 0.9,
+        n_leapfrog: int = 10,
+        thin: int = 1,
+        correct: bool = True,
+        target_accept: float = 0.9,
+        target_energy_error: float = 0.1,
+        adapt_step_size: bool = True,
+        scaling: Any = None,
+        is_cov: bool = False,
+        potential: QuadPotential | None = None,
+        max_energy_error: float = 1000.0,
+        model: pm.Model | None = None,
+        rng: Any = None,
+        initial_point: dict | None = None,
+        compile_kwargs: dict | None = None,
+        blocked: bool = True,
+        **kwargs: Any,
+    ):
+        model = pm.modelcontext(model)
+        if kwargs:
+            raise TypeError(
+                f"StochasticDynamics got unexpected keyword arguments: {sorted(kwargs)}"
+            )
+        if not (0.0 <= alpha < 1.0):
+            raise ValueError(f"alpha must be in [0, 1), got {alpha!r}")
+        for label, value in (("n_leapfrog", n_leapfrog), ("thin", thin)):
+            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+        if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        if not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
+        if not target_energy_error > 0:
+            raise ValueError(f"target_energy_error must be > 0, got {target_energy_error!r}")
+        if scaling is not None and potential is not None:
+            raise ValueError("give at most one of `scaling` and `potential`")
+
+        value_vars = (
+            model.continuous_value_vars + model.discrete_value_vars
+            if vars is None
+            else get_value_vars_from_user_vars(
+                [model[v] if isinstance(v, str) else v for v in vars], model
+            )
+        )
+        discrete = [v.name for v in value_vars if v.dtype in discrete_types]
+        if discrete:
+            raise TypeError(
+                f"StochasticDynamics samples continuous variables only; discrete: {discrete}. "
+                "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
+            )
+        if initial_point is None:
+            initial_point = model.initial_point()
+        super().__init__(
+            value_vars,
+            model=model,
+            blocked=blocked,
+            rng=rng,
+            initial_point=initial_point,
+            compile_kwargs=compile_kwargs,
+        )
+        size = int(sum(np.size(initial_point[v.name]) for v in value_vars))
+        self.alpha = float(alpha)
+        self.n_leapfrog = int(n_leapfrog)
+        self.thin = int(thin)
+        self.correct = bool(correct)
+        self.adapt_step_size = bool(adapt_step_size)
+        self.max_energy_error = float(max_energy_error)
+        initial_step = 0.25 / size**0.25 if step_size is None else float(step_size)
+        target = target_accept if correct else float(np.exp(-target_energy_error))
+        self.step_adapt = DualAverageAdaptation(initial_step, target, 0.05, 0.75, 10)
+        if potential is None:
+            potential = (
+                QuadPotentialDiagAdapt(size, np.zeros(size), np.ones(size), 10, dtype="float64")
+                if scaling is None
+                else quad_potential(np.asarray(scaling, dtype=float), is_cov)
+            )
+        self.potential = potential
+        self.reset_tuning()
+
+    # ------------------------------------------------------------------ PyMC hooks
+    def reset_tuning(self) -> None:
+        self.step_adapt.reset()
+        self.potential.reset()
+        self.momentum = np.empty(0)
+        self.divergences = 0
+        self.tune = True
+
+    def stop_tuning(self) -> None:
+        self.tune = False
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        super().setup_chain(rng, tune, draws)
+        self.potential.set_rng(self.rng.spawn(1)[0])
+
+    @staticmethod
+    def competence(var, has_grad):
+        if var.dtype in continuous_types and has_grad:
+            return Competence.COMPATIBLE
+        return Competence.INCOMPATIBLE
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        columns = [
+            TextColumn("{task.fields[divergences]}", table_column=Column("Divergences", ratio=1)),
+            TextColumn("{task.fields[step_size]:0.3g}", table_column=Column("Step size", ratio=1)),
+            TextColumn("{task.fields[accept]:0.3f}", table_column=Column("Accept", ratio=1)),
+        ]
+        stats = {
+            "divergences": [0] * n_chains,
+            "step_size": [0.0] * n_chains,
+            "accept": [1.0] * n_chains,
+        }
+        return columns, stats
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        def update_stats(step_stats):
+            return {
+                "divergences": step_stats["divergences"],
+                "step_size": step_stats["step_size"],
+                "accept": step_stats["accept"],
+            }
+
+        return (update_stats,)
+
+    # ------------------------------------------------------------------ sampling
+    def _logp_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        logp, grad = self._logp_dlogp_func._pytensor_function(q)
+        return float(logp), grad
+
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
+        q = np.ascontiguousarray(q0.data, dtype=np.float64)
+        logp, grad = self._logp_grad(q)
+        if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
+            raise SamplingError(
+                "StochasticDynamics: the log-density or its gradient is not finite at the "
+                f"starting point {pm.blocking.DictToArrayBijection.rmap(q0)}; check the model "
+                "with model.debug() or pass another initial point"
+            )
+        if self.momentum.shape != q.shape:
+            self.momentum = self.potential.random()
+        state = PhaseState(q, self.momentum, logp, grad)
+        adapt = self.tune and self.adapt_step_size
+        step_size = self.step_adapt.current(adapt)
+        accept_total = 0.0
+        n_accepted = n_grad = 0
+        diverging = False
+        for _ in range(self.thin):
+            state, info = transition(
+                state,
+                step_size=step_size,
+                n_steps=self.n_leapfrog,
+                alpha=self.alpha,
+                correct=self.correct,
+                logp_grad=self._logp_grad,
+                velocity=self.potential.velocity,
+                kinetic_energy=self.potential.energy,
+                draw_momentum=self.potential.random,
+                uniform=self.rng.uniform,
+                max_energy_error=self.max_energy_error,
+            )
+            statistic = info.accept_stat if self.correct else float(np.exp(-abs(info.energy_error)))
+            self.step_adapt.update(0.0 if info.diverging else statistic, adapt)
+            accept_total += info.accept_stat
+            n_accepted += info.accepted
+            n_grad += info.n_grad
+            diverging |= info.diverging
+        self.momentum = state.momentum
+        self.potential.update(state.position, state.grad, self.tune)
+        if diverging and not self.tune:
+            self.divergences += 1
+        stats = {
+            "accept": accept_total / self.thin,
+            "n_accepted": n_accepted,
+            "diverging": diverging,
+            "divergences": self.divergences,
+            "energy": info.energy,
+            "energy_error": info.energy_error,
+            "n_grad_evals": n_grad,
+            "model_logp": state.logp,
+            **self.step_adapt.stats(),
+            "step_size": step_size,
+        }
+        return RaveledVars(state.position, q0.point_map_info), [stats]

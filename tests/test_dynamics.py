@@ -1,0 +1,290 @@
+"""Stochastic dynamics (Neal 1993): the core without PyMC, and the StochasticDynamics step.
+
+Tolerances come from the Monte Carlo error (ArviZ's MCSE, which accounts for autocorrelation).
+"""
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.blocking import DictToArrayBijection
+
+from pymc_sfp import StochasticDynamics
+from pymc_sfp.dynamics import PhaseState, leapfrog, transition
+
+
+def gaussian_logp_grad(precision):
+    def logp_grad(q):
+        g = -precision @ q
+        return 0.5 * float(q @ g), g
+
+    return logp_grad
+
+
+def identity(p):
+    return p
+
+
+def half_square(p):
+    return 0.5 * float(p @ p)
+
+
+def test_leapfrog_is_reversible_and_second_order():
+    precision = np.array([[2.0, 0.5], [0.5, 1.0]])
+    logp_grad = gaussian_logp_grad(precision)
+    q0, p0 = np.array([1.0, -0.5]), np.array([0.3, 0.8])
+    state = PhaseState(q0, p0, *logp_grad(q0))
+    errors = []
+    for eps in (0.1, 0.05):
+        end, n_grad = leapfrog(state, eps, round(1.0 / eps), logp_grad, identity)
+        assert n_grad == round(1.0 / eps)
+        back, _ = leapfrog(end._replace(momentum=-end.momentum), eps, n_grad, logp_grad, identity)
+        np.testing.assert_allclose(back.position, q0, atol=1e-12)
+        errors.append(abs(-end.logp + half_square(end.momentum) + state.logp - half_square(p0)))
+    assert 3.0 < errors[0] / errors[1] < 5.0  # energy error O(ε²) at fixed trajectory length
+
+
+def test_alpha_zero_is_plain_hmc():
+    # alpha = 0 with correct=True must be exactly Hamiltonian Monte Carlo: reference HMC below,
+    # driven by the same random streams.
+    precision = np.array([[4.0, 1.0], [1.0, 1.0]])
+    logp_grad = gaussian_logp_grad(precision)
+    eps, n_steps = 0.3, 7
+    momentum_rng, accept_rng = np.random.default_rng(1), np.random.default_rng(2)
+    state = PhaseState(np.array([1.0, 1.0]), np.zeros(2), *logp_grad(np.array([1.0, 1.0])))
+    ours = []
+    for _ in range(200):
+        state, _ = transition(
+            state,
+            step_size=eps,
+            n_steps=n_steps,
+            alpha=0.0,
+            correct=True,
+            logp_grad=logp_grad,
+            velocity=identity,
+            kinetic_energy=half_square,
+            draw_momentum=lambda: momentum_rng.normal(size=2),
+            uniform=accept_rng.uniform,
+        )
+        ours.append(state.position)
+
+    momentum_rng, accept_rng = np.random.default_rng(1), np.random.default_rng(2)
+    q = np.array([1.0, 1.0])
+    reference = []
+    for _ in range(200):
+        p = momentum_rng.normal(size=2)
+        q_new, p_new = q.copy(), p.copy()
+        for _ in range(n_steps):
+            p_new = p_new + 0.5 * eps * logp_grad(q_new)[1]
+            q_new = q_new + eps * p_new
+            p_new = p_new + 0.5 * eps * logp_grad(q_new)[1]
+        h0 = -logp_grad(q)[0] + 0.5 * p @ p
+        h1 = -logp_grad(q_new)[0] + 0.5 * p_new @ p_new
+        if accept_rng.uniform() < min(1.0, np.exp(h0 - h1)):
+            q = q_new
+        reference.append(q)
+    np.testing.assert_allclose(np.array(ours), np.array(reference), atol=1e-10)
+
+
+def test_divergent_trajectory_is_flagged_and_restored():
+    logp_grad = gaussian_logp_grad(np.array([[100.0]]))
+    start = PhaseState(np.array([0.5]), np.array([0.0]), *logp_grad(np.array([0.5])))
+    rng = np.random.default_rng(0)
+    end, info = transition(
+        start,
+        step_size=1.0,
+        n_steps=50,
+        alpha=0.5,
+        correct=False,
+        logp_grad=logp_grad,
+        velocity=identity,
+        kinetic_energy=half_square,
+        draw_momentum=lambda: rng.normal(size=1),
+        uniform=rng.uniform,
+    )
+    assert info.diverging and info.accept_stat == 0.0 and not info.accepted
+    np.testing.assert_array_equal(end.position, start.position)
+    assert np.isfinite(end.momentum).all() and end.logp == start.logp
+
+
+def sample(model, step, **kwargs):
+    options = dict(
+        draws=2000,
+        tune=1000,
+        chains=2,
+        cores=1,
+        random_seed=7,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    options.update(kwargs)
+    with model:
+        return pm.sample(step=step(), **options)
+
+
+def assert_moments(idata, name, means, second_moments):
+    """Mean and raw second moments of the first ``len(means)`` elements within 4 MCSE."""
+    values = idata.posterior[name]
+    flat = values.stack(sample=("chain", "draw"))
+    dim = next(d for d in values.dims if d not in ("chain", "draw"))
+    n = len(means)
+    for i in range(n):
+        xi = values.isel({dim: i})
+        mcse = float(az.mcse(xi.rename("x").to_dataset()).to_array().squeeze())
+        assert abs(float(xi.mean()) - means[i]) < 4 * mcse, (name, i)
+        for j in range(i, n):
+            prod = (xi * values.isel({dim: j})).rename("xy")
+            mcse = float(az.mcse(prod.to_dataset()).to_array().squeeze())
+            assert abs(float(prod.mean()) - second_moments[i, j]) < 4 * mcse, (name, i, j)
+    assert flat.sizes["sample"] > 0
+
+
+@pytest.fixture(scope="module")
+def correlated_gaussian():
+    cov = np.array([[1.0, 1.8], [1.8, 4.0]])  # correlation 0.9
+    with pm.Model() as model:
+        pm.MvNormal("v", mu=np.array([1.0, -2.0]), cov=cov)
+    return model, np.array([1.0, -2.0]), cov
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.95])
+def test_exact_on_correlated_gaussian(correlated_gaussian, alpha):
+    model, mean, cov = correlated_gaussian
+    idata = sample(model, lambda: StochasticDynamics(alpha=alpha, n_leapfrog=5))
+    assert_moments(idata, "v", mean, cov + np.outer(mean, mean))
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    assert 0.8 < float(idata.sample_stats["accept"].mean()) <= 1.0
+
+
+def test_exact_on_hierarchical_model():
+    # mu ~ N(0, 5²), theta_j ~ N(mu, 2²), y_j ~ N(theta_j, s_j²): a Gaussian posterior.
+    y = np.array([2.8, 0.8, -0.3, 0.7, -0.1, 0.1, 1.8, 1.2])
+    s = np.array([1.5, 1.0, 1.6, 1.1, 0.9, 1.1, 1.0, 1.8])
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        theta = pm.Normal("theta", mu, 2.0, shape=8)
+        pm.Normal("y", theta, s, observed=y)
+    # Joint precision of (mu, theta).
+    precision = np.zeros((9, 9))
+    precision[0, 0] = 1 / 25 + 8 / 4
+    precision[0, 1:] = precision[1:, 0] = -1 / 4
+    precision[1:, 1:] = np.diag(1 / 4 + 1 / s**2)
+    cov = np.linalg.inv(precision)
+    mean = cov @ np.concatenate([[0.0], y / s**2])
+    idata = sample(model, lambda: StochasticDynamics(alpha=0.8, n_leapfrog=4), draws=1500)
+    assert_moments(idata, "theta", mean[1:4], (cov + np.outer(mean, mean))[1:4, 1:4])
+    mu_draws = idata.posterior["mu"]
+    mcse = float(az.mcse(mu_draws.to_dataset()).to_array().squeeze())
+    assert abs(float(mu_draws.mean()) - mean[0]) < 4 * mcse
+
+
+def test_uncorrected_bias_shrinks_with_step_size():
+    # N(0, 1) target, fixed step sizes, no tuning: the uncorrected variance is biased upwards
+    # (leapfrog's shadow Hamiltonian), visibly at ε = 1 and within MC error at ε = 0.2. One
+    # leapfrog step per transition: at ε = 1 three steps are half an oscillation (q → -q), a
+    # resonance that would make the chain stand still at its start 0.
+    with pm.Model() as model:
+        pm.Normal("z", 0.0, 1.0)
+
+    def variance(eps):
+        idata = sample(
+            model,
+            lambda: StochasticDynamics(
+                step_size=eps,
+                adapt_step_size=False,
+                alpha=0.5,
+                n_leapfrog=1,
+                correct=False,
+                scaling=np.ones(1),
+            ),
+            draws=4000,
+            tune=100,
+        )
+        sq = (idata.posterior["z"] ** 2).rename("z2")
+        return float(sq.mean()), float(az.mcse(sq.to_dataset()).to_array().squeeze())
+
+    var_big, mcse_big = variance(1.0)
+    var_small, mcse_small = variance(0.2)
+    assert var_big - 1.0 > 4 * mcse_big
+    assert abs(var_small - 1.0) < 4 * mcse_small
+    assert abs(var_small - 1.0) < abs(var_big - 1.0)
+
+
+def test_instability_flagged_recovered_and_tuned_away():
+    with pm.Model() as model:
+        pm.Normal("w", 0.0, 0.01, shape=3)
+    idata = sample(
+        model,
+        lambda: StochasticDynamics(step_size=5.0, n_leapfrog=20, scaling=np.ones(3)),
+        draws=300,
+        tune=300,
+        chains=1,
+    )
+    posterior = idata.posterior["w"].values
+    assert np.isfinite(posterior).all()
+    warmup = idata.sample_stats["step_size"].values
+    assert float(warmup[0, -1]) < 0.1  # tuned down from 5 after the divergences
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    with pm.Model() as model:
+        pm.Normal("w", 0.0, 0.01, shape=3)
+        step = StochasticDynamics(
+            step_size=5.0, n_leapfrog=20, adapt_step_size=False, scaling=np.ones(3)
+        )
+    step.tune = False
+    q = DictToArrayBijection.map(model.initial_point())
+    new_q, stats = step.astep(q)
+    assert stats[0]["diverging"] and stats[0]["divergences"] == 1
+    np.testing.assert_array_equal(new_q.data, q.data)
+
+
+def test_reproducible_across_cores_and_compound():
+    with pm.Model():
+        pm.Normal("a", 0, 1, shape=2)
+        b = pm.Normal("b", 0, 1)
+        options = dict(
+            draws=30,
+            tune=20,
+            chains=2,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+        def steps():
+            return [pm.Metropolis([b]), StochasticDynamics(["a"], n_leapfrog=3)]
+
+        one = pm.sample(cores=1, step=steps(), **options)
+        two = pm.sample(cores=2, step=steps(), **options)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, two.posterior[name].values)
+    assert not np.array_equal(one.posterior["a"].values[0], one.posterior["a"].values[1])
+    assert np.isfinite(one.sample_stats["lp"].values).all()
+    assert (one.sample_stats["n_grad_evals"].values == 3).all()
+
+
+class TestBadInput:
+    def test_discrete(self):
+        with pm.Model():
+            pm.Poisson("count", 2.0)
+            pm.Normal("a", 0, 1)
+            with pytest.raises(TypeError, match="count"):
+                StochasticDynamics()
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"step_size": 0.0}, "step_size must be"),
+            ({"step_size": -0.1}, "step_size must be"),
+            ({"alpha": 1.0}, r"alpha must be in \[0, 1\)"),
+            ({"alpha": -0.1}, r"alpha must be in \[0, 1\)"),
+            ({"n_leapfrog": 0}, "n_leapfrog must be"),
+            ({"thin": 0}, "thin must be"),
+            ({"target_accept": 1.5}, "target_accept"),
+            ({"scaling": np.ones(1), "potential": object()}, "at most one"),
+        ],
+    )
+    def test_invalid_arguments(self, kwargs, match):
+        with pm.Model():
+            pm.Normal("a", 0, 1)
+            with pytest.raises(ValueError, match=match):
+                StochasticDynamics(**kwargs)
