@@ -56,9 +56,19 @@ class TransitionInfo(NamedTuple):
     """Gradient evaluations spent."""
 
 
-def refresh_momentum(momentum: np.ndarray, alpha: float, noise: np.ndarray) -> np.ndarray:
-    """Partial momentum refreshment, Eq. 16: ``α p + (1 − α²)^½ n`` with ``n ~ N(0, M)``."""
-    return alpha * momentum + np.sqrt(1.0 - alpha * alpha) * noise
+def refresh_momentum(
+    momentum: np.ndarray,
+    alpha: float,
+    noise: np.ndarray,
+    noise_scale: np.ndarray | float | None = None,
+) -> np.ndarray:
+    """Partial momentum refreshment, Eq. 16: ``α p + (1 − α²)^½ n`` with ``n ~ N(0, M)``.
+
+    ``noise_scale`` replaces ``(1 − α²)^½`` (per coordinate): with noisy minibatch gradients, the
+    gradient noise already heats the momentum, and less fresh noise is injected (SGHMC).
+    """
+    scale = np.sqrt(1.0 - alpha * alpha) if noise_scale is None else noise_scale
+    return alpha * momentum + scale * noise
 
 
 def leapfrog(
@@ -106,6 +116,8 @@ def transition(
     draw_momentum: Callable[[], np.ndarray],
     uniform: Callable[[], float],
     max_energy_error: float = 1000.0,
+    noise_scale: np.ndarray | float | None = None,
+    noisy_logp: bool = False,
 ) -> tuple[PhaseState, TransitionInfo]:
     """One stochastic-dynamics transition: refresh, leapfrog, and (optionally) accept/reject.
 
@@ -124,17 +136,28 @@ def transition(
         A draw from U(0, 1) (only called when ``correct``).
     max_energy_error : float
         ``|ΔH|`` above which a trajectory counts as divergent.
+    noise_scale : array or float, optional
+        Scale of the fresh momentum noise (default ``(1 − α²)^½``), see :func:`refresh_momentum`.
+    noisy_logp : bool
+        The log-density is a random estimate (minibatches), so ``ΔH`` mixes the discretisation
+        error with the estimate's noise: divergence is then judged by the growth of the kinetic
+        energy alone, and ``correct`` must be ``False``.
     """
-    start = state._replace(momentum=refresh_momentum(state.momentum, alpha, draw_momentum()))
-    energy_start = -start.logp + kinetic_energy(start.momentum)
+    start = state._replace(
+        momentum=refresh_momentum(state.momentum, alpha, draw_momentum(), noise_scale)
+    )
+    kinetic_start = kinetic_energy(start.momentum)
+    energy_start = -start.logp + kinetic_start
     end, n_grad = leapfrog(start, step_size, n_steps, logp_grad, velocity)
-    energy_end = -end.logp + kinetic_energy(end.momentum)
+    kinetic_end = kinetic_energy(end.momentum)
+    energy_end = -end.logp + kinetic_end
     energy_error = energy_end - energy_start
-    if not np.isfinite(energy_error) or abs(energy_error) > max_energy_error:
+    blow_up = kinetic_end - kinetic_start if noisy_logp else abs(energy_error)
+    if not np.isfinite(energy_error) or blow_up > max_energy_error:
         restored = start._replace(momentum=draw_momentum())
         info = TransitionInfo(0.0, False, float(energy_error), energy_start, True, n_grad)
         return restored, info
-    accept_stat = float(min(1.0, np.exp(-energy_error)))
+    accept_stat = float(np.exp(-max(energy_error, 0.0)))
     if not correct or uniform() < accept_stat:
         return end, TransitionInfo(
             accept_stat, True, float(energy_error), energy_end, False, n_grad

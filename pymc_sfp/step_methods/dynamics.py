@@ -26,6 +26,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types, discrete_types
+from pytensor.tensor.random.type import RandomGeneratorType
 from rich.progress import TextColumn
 from rich.table import Column
 
@@ -41,6 +42,7 @@ class StochasticDynamicsState(StepMethodState):
     potential: PotentialState
     tune: bool
     divergences: int
+    gradient_noise: np.ndarray
 
 
 class StochasticDynamics(GradientSharedStep):
@@ -69,12 +71,16 @@ class StochasticDynamics(GradientSharedStep):
     thin : int, default 1
         Transitions per recorded draw.
     correct : bool, default True
-        Exact (Metropolis-corrected) or uncorrected dynamics.
+        Exact (Metropolis-corrected) or uncorrected dynamics. Must be ``False`` for a model
+        with ``pm.Minibatch`` data (see Notes).
     target_accept : float, default 0.9
         Step-size tuning target for the mean acceptance probability (``correct=True``).
     target_energy_error : float, default 0.1
         Step-size tuning target for ``correct=False``: dual averaging drives the mean of
         ``exp(-|ΔH|)`` to ``exp(-target_energy_error)``.
+    target_noise_share : float, default 0.5
+        Step-size tuning target with ``pm.Minibatch`` data: the share of the momentum's heat
+        supplied by gradient noise (stat ``gradient_noise_share``, see Notes).
     adapt_step_size : bool, default True
         Dual averaging of ``log ε`` during tuning (Hoffman & Gelman 2014), then frozen at its
         averaged value.
@@ -94,6 +100,23 @@ class StochasticDynamics(GradientSharedStep):
 
     Notes
     -----
+    *Minibatches.* With ``pm.Minibatch`` data (``X_batch, y_batch = pm.Minibatch(X, y,
+    batch_size=...)``, which keeps rows of ``X`` and ``y`` paired, and ``total_size=`` on the
+    likelihood) every gradient evaluation sees a fresh random batch. The dynamics then run
+    uncorrected, and the partial refreshment acts as SGHMC's friction (Chen et al. 2014): each
+    draw evaluates the gradient twice at its starting point, keeps a running estimate ``B̂`` of
+    the gradient-noise variance, and injects only the heat the gradient noise does not already
+    add, ``(1 − α² − n_leapfrog ε² B̂ M⁻¹)^½`` instead of ``(1 − α²)^½``. The sample stat
+    ``gradient_noise_share`` is ``n_leapfrog ε² B̂ M⁻¹ / (1 − α²)`` averaged over coordinates;
+    above 1 the noise alone overheats the chain (the posterior comes out too wide): lower
+    ``step_size``, raise ``alpha``'s friction (lower ``alpha``) or the batch size. What remains
+    is the ``O(ε)`` discretisation bias of uncorrected dynamics and the error of ``B̂``; both
+    shrink with ``ε``. ``ΔH`` is not informative here (each evaluation sees another batch): the
+    step size is tuned so that ``gradient_noise_share`` averages ``target_noise_share``, and a
+    trajectory counts as divergent when its kinetic energy grows by more than
+    ``max_energy_error``. The minibatch random stream is re-seeded per chain, so
+    ``random_seed`` still reproduces the draws.
+
     Sample stats: ``accept`` (mean ``min(1, exp(-ΔH))`` over the draw's transitions),
     ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning), ``energy``,
     ``energy_error`` (last transition),
@@ -118,6 +141,7 @@ class StochasticDynamics(GradientSharedStep):
         "step_size": (np.float64, []),
         "step_size_bar": (np.float64, []),
         "n_grad_evals": (np.int64, []),
+        "gradient_noise_share": (np.float64, []),
         "model_logp": (np.float64, []),
     }
     _state_class = StochasticDynamicsState
@@ -133,6 +157,7 @@ class StochasticDynamics(GradientSharedStep):
         correct: bool = True,
         target_accept: float = 0.9,
         target_energy_error: float = 0.1,
+        target_noise_share: float = 0.5,
         adapt_step_size: bool = True,
         scaling: Any = None,
         is_cov: bool = False,
@@ -159,6 +184,8 @@ class StochasticDynamics(GradientSharedStep):
             raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
+        if not target_noise_share > 0:
+            raise ValueError(f"target_noise_share must be > 0, got {target_noise_share!r}")
         if not target_energy_error > 0:
             raise ValueError(f"target_energy_error must be > 0, got {target_energy_error!r}")
         if scaling is not None and potential is not None:
@@ -187,6 +214,16 @@ class StochasticDynamics(GradientSharedStep):
             initial_point=initial_point,
             compile_kwargs=compile_kwargs,
         )
+        self._minibatch_rngs = [
+            shared
+            for shared in self._logp_dlogp_func._pytensor_function.get_shared()
+            if isinstance(shared.type, RandomGeneratorType)
+        ]
+        if self._minibatch_rngs and correct:
+            raise ValueError(
+                "the model's log-density is random (pm.Minibatch data): a Metropolis test "
+                "on it is meaningless; use StochasticDynamics(correct=False)"
+            )
         size = int(sum(np.size(initial_point[v.name]) for v in value_vars))
         self.alpha = float(alpha)
         self.n_leapfrog = int(n_leapfrog)
@@ -195,7 +232,10 @@ class StochasticDynamics(GradientSharedStep):
         self.adapt_step_size = bool(adapt_step_size)
         self.max_energy_error = float(max_energy_error)
         initial_step = 0.25 / size**0.25 if step_size is None else float(step_size)
-        target = target_accept if correct else float(np.exp(-target_energy_error))
+        if self._minibatch_rngs:
+            target = float(np.exp(-target_noise_share))
+        else:
+            target = target_accept if correct else float(np.exp(-target_energy_error))
         self.step_adapt = DualAverageAdaptation(initial_step, target, 0.05, 0.75, 10)
         if potential is None:
             potential = (
@@ -211,6 +251,7 @@ class StochasticDynamics(GradientSharedStep):
         self.step_adapt.reset()
         self.potential.reset()
         self.momentum = np.empty(0)
+        self.gradient_noise = np.empty(0)
         self.divergences = 0
         self.tune = True
 
@@ -220,6 +261,10 @@ class StochasticDynamics(GradientSharedStep):
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         super().setup_chain(rng, tune, draws)
         self.potential.set_rng(self.rng.spawn(1)[0])
+        for shared, seed in zip(
+            self._minibatch_rngs, self.rng.spawn(len(self._minibatch_rngs)), strict=True
+        ):
+            shared.set_value(np.random.default_rng(seed), borrow=True)
 
     @staticmethod
     def competence(var, has_grad):
@@ -257,6 +302,22 @@ class StochasticDynamics(GradientSharedStep):
         logp, grad = self._logp_dlogp_func._pytensor_function(q)
         return float(logp), grad
 
+    def _minibatch_noise_scale(
+        self, q: np.ndarray, grad: np.ndarray, step_size: float
+    ) -> tuple[np.ndarray, float]:
+        """SGHMC heat balance: fresh-noise scale per coordinate, and the share of the heat that
+        the gradient noise supplies (see the class Notes)."""
+        _, other_batch_grad = self._logp_grad(q)
+        sample = 0.5 * (grad - other_batch_grad) ** 2
+        if self.gradient_noise.shape != q.shape:
+            self.gradient_noise = sample
+        else:
+            self.gradient_noise = 0.95 * self.gradient_noise + 0.05 * sample
+        inverse_mass = self.potential.velocity(np.ones_like(q))
+        heat = self.n_leapfrog * step_size**2 * self.gradient_noise * inverse_mass
+        friction = 1.0 - self.alpha**2
+        return np.sqrt(np.clip(friction - heat, 0.0, None)), float(np.mean(heat) / friction)
+
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         q = np.ascontiguousarray(q0.data, dtype=np.float64)
         logp, grad = self._logp_grad(q)
@@ -271,8 +332,13 @@ class StochasticDynamics(GradientSharedStep):
         state = PhaseState(q, self.momentum, logp, grad)
         adapt = self.tune and self.adapt_step_size
         step_size = self.step_adapt.current(adapt)
+        n_grad = 1
+        noise_scale, noise_share = None, 0.0
+        if self._minibatch_rngs:
+            noise_scale, noise_share = self._minibatch_noise_scale(q, grad, step_size)
+            n_grad += 1
         accept_total = 0.0
-        n_accepted = n_grad = 0
+        n_accepted = 0
         diverging = False
         for _ in range(self.thin):
             state, info = transition(
@@ -287,8 +353,15 @@ class StochasticDynamics(GradientSharedStep):
                 draw_momentum=self.potential.random,
                 uniform=self.rng.uniform,
                 max_energy_error=self.max_energy_error,
+                noise_scale=noise_scale,
+                noisy_logp=bool(self._minibatch_rngs),
             )
-            statistic = info.accept_stat if self.correct else float(np.exp(-abs(info.energy_error)))
+            if self._minibatch_rngs:
+                statistic = float(np.exp(-noise_share))
+            elif self.correct:
+                statistic = info.accept_stat
+            else:
+                statistic = float(np.exp(-abs(info.energy_error)))
             self.step_adapt.update(0.0 if info.diverging else statistic, adapt)
             accept_total += info.accept_stat
             n_accepted += info.accepted
@@ -306,6 +379,7 @@ class StochasticDynamics(GradientSharedStep):
             "energy": info.energy,
             "energy_error": info.energy_error,
             "n_grad_evals": n_grad,
+            "gradient_noise_share": noise_share,
             "model_logp": state.logp,
             **self.step_adapt.stats(),
             "step_size": step_size,
