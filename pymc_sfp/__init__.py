@@ -8,13 +8,15 @@ StochasticDynamics
     Neal's (1993) persistent-momentum dynamics, uncorrected or exact (generalised HMC).
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
+nn
+    Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
     The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
-from pymc_sfp import datasets
+from pymc_sfp import datasets, nn
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.step_methods import SFPStep, StochasticDynamics
 
-__all__ = ["Marginal", "SFPStep", "StochasticDynamics", "datasets", "sfp_marginals"]
+__all__ = ["Marginal", "SFPStep", "StochasticDynamics", "datasets", "nn", "sfp_marginals"]
 __version__ = "0.1.0.dev0"

@@ -1,0 +1,597 @@
+"""Multilayer perceptrons inside a ``pm.Model``: priors, likelihoods and fast prediction.
+
+The networks of the papers: tanh hidden units, linear outputs for regression and softmax outputs
+for classification (Berrones 2009, §3–4; Neal 1993, §3). :func:`mlp` builds the weights, biases
+and output ``F(X, w)`` of a network as a PyTensor graph in the current model, with one of four
+priors:
+
+* ``"uniform"`` — every weight and bias ``U(-b, b)``; Berrones uses ``b = 1``, so the prior's
+  support is the box that :class:`pymc_sfp.SFPStep` samples on.
+* ``"gaussian"`` — every weight and bias ``N(0, s²)`` with a fixed ``s`` (Neal 1993, Eq. 7).
+* ``"group"`` — Neal's / MacKay's hierarchical prior: one scale hyperparameter per weight group,
+  sampled with the weights (Neal 1993, §3.1–3.2).
+* ``"ard"`` — as ``"group"``, with one scale per input unit for the input→hidden weights
+  (automatic relevance determination).
+
+:func:`gaussian_likelihood` (known noise, unknown noise, Neal's noise integrated out, or
+Berrones' cold quadratic loss, Eq. 23) and :func:`categorical_likelihood` attach the data.
+:meth:`Network.predict` evaluates the network for every posterior draw at once in NumPy, and
+:meth:`Network.predict_mean` averages it over the draws (Berrones Eq. 17; Neal Eq. 9).
+
+Every array gets named dims, so the DataTree that ``pm.sample`` returns is readable: with
+``name="net"`` and ``layer_sizes=(2, 16, 2)`` the data are ``net_X`` with dims
+``("net_obs", "net_in")``, the weights ``net_w0`` ``("net_in", "net_hidden0")`` and ``net_w1``
+``("net_hidden0", "net_out")``, the biases ``net_b0`` ``("net_hidden0",)`` and ``net_b1``
+``("net_out",)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from pymc.pytensorf import floatX
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.tensor.variable import TensorVariable
+
+__all__ = [
+    "NEAL_M0",
+    "NEAL_S0",
+    "OUTPUTS",
+    "PRIORS",
+    "Network",
+    "categorical_likelihood",
+    "gaussian_likelihood",
+    "mlp",
+]
+
+#: Output units accepted by :func:`mlp`.
+OUTPUTS = ("linear", "softmax")
+#: Weight priors accepted by :func:`mlp`.
+PRIORS = ("uniform", "gaussian", "group", "ard")
+#: Neal's (1993, §3.1) parameters of the vague prior of the noise level that Eq. 3 integrates out.
+NEAL_S0 = 0.1
+NEAL_M0 = 0.1
+#: How many offending row indices an error message lists.
+_ROWS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Network:
+    """A multilayer perceptron built by :func:`mlp` inside a ``pm.Model``.
+
+    Attributes
+    ----------
+    name : str
+        Prefix of every variable, dim and data container of the network.
+    layer_sizes : tuple of int
+        Units per layer, inputs first, outputs last.
+    output_type : {"linear", "softmax"}
+        The output units.
+    prior : {"uniform", "gaussian", "group", "ard"}
+        The weight prior.
+    X : SharedVariable
+        The input data container, shape ``(n, layer_sizes[0])``; change it with
+        ``pm.set_data``.
+    weights, biases : tuple of TensorVariable
+        Per layer, the weights (``(units in, units out)``) and biases (``(units out,)``) on their
+        own scale: random variables for the ``"uniform"`` and ``"gaussian"`` priors,
+        ``pm.Deterministic`` ``scale · z`` for ``"group"`` and ``"ard"``.
+    scales : dict of str to TensorVariable
+        The scale hyperparameter of each weight group (empty for the fixed priors): group name
+        (``"w0"``, ``"b0"``, …, ``"out"``) → random variable.
+    logits : TensorVariable
+        The output units' summed input, ``(n, layer_sizes[-1])``.
+    output : TensorVariable
+        ``F(X, w)``: ``logits`` for linear outputs, their softmax otherwise; a
+        ``pm.Deterministic`` named ``f"{name}_output"`` if :func:`mlp` was asked to keep it.
+    obs_dim : str or None
+        The dim of the data rows (``None`` for a user's data container without dims).
+    unit_dims : tuple of str
+        The dim of each layer's units, inputs first.
+    out_coords : tuple
+        Coordinate values of the output units.
+    """
+
+    name: str
+    layer_sizes: tuple[int, ...]
+    output_type: str
+    prior: str
+    X: SharedVariable
+    weights: tuple[TensorVariable, ...]
+    biases: tuple[TensorVariable, ...]
+    scales: dict[str, TensorVariable]
+    logits: TensorVariable
+    output: TensorVariable
+    obs_dim: str | None
+    unit_dims: tuple[str, ...]
+    out_coords: tuple
+
+    def predict(self, idata: Any, X_new: Any = None, *, group: str = "posterior") -> xr.DataArray:
+        """The network's outputs for every draw, evaluated at once in NumPy.
+
+        No PyMC sampling and no compilation: the weights and biases of each draw are read from
+        ``idata`` (their constrained values, which the DataTree stores) and the layers are
+        batched matrix products over the draws.
+
+        Parameters
+        ----------
+        idata : xarray.DataTree or xarray.Dataset
+            The result of ``pm.sample`` (or ``pm.sample_prior_predictive`` with
+            ``group="prior"``), or one group of it as a Dataset. It must hold every variable in
+            :attr:`weights` and :attr:`biases`.
+        X_new : array_like, shape (m, layer_sizes[0]), optional
+            Inputs to predict at; the model's current ``X`` by default.
+        group : str, default "posterior"
+            The group of a DataTree to read.
+
+        Returns
+        -------
+        xarray.DataArray
+            ``F(X_new, w)`` with the draws' dims (``chain``, ``draw``) followed by
+            ``(obs_dim, out dim)``; class probabilities for softmax outputs.
+
+        Raises
+        ------
+        ValueError
+            If ``X_new`` is not a 2-D array of ``layer_sizes[0]`` columns without NaN rows, or
+            ``idata`` lacks a weight or bias.
+        """
+        X = self.X.get_value() if X_new is None else _matrix(X_new, "X_new")
+        if X.shape[1] != self.layer_sizes[0]:
+            raise ValueError(
+                f"X_new has {X.shape[1]} columns but the network has {self.layer_sizes[0]} inputs"
+            )
+        samples = idata[group] if isinstance(idata, xr.DataTree) else idata
+        n_layers = len(self.weights)
+        h = X
+        for layer in range(n_layers):
+            dims_in, dims_out = self.unit_dims[layer], self.unit_dims[layer + 1]
+            W, sample_dims, sample_coords = _draws(
+                samples, self.weights[layer], (dims_in, dims_out)
+            )
+            b, _, _ = _draws(samples, self.biases[layer], (dims_out,))
+            h = h @ W + b[:, None, :]
+            if layer < n_layers - 1:
+                h = np.tanh(h)
+        if self.output_type == "softmax":
+            h = np.exp(h - h.max(axis=-1, keepdims=True))
+            h /= h.sum(axis=-1, keepdims=True)
+        sample_shape = tuple(len(c) for c in sample_coords.values())
+        obs_dim = self.obs_dim or f"{self.name}_obs"
+        out_dim = self.unit_dims[-1]
+        return xr.DataArray(
+            h.reshape(*sample_shape, *h.shape[1:]),
+            dims=(*sample_dims, obs_dim, out_dim),
+            coords={**sample_coords, obs_dim: np.arange(len(X)), out_dim: list(self.out_coords)},
+            name=f"{self.name}_output",
+        )
+
+    def predict_mean(
+        self, idata: Any, X_new: Any = None, *, group: str = "posterior"
+    ) -> xr.DataArray:
+        """The posterior-mean prediction ``⟨F(x)⟩``, the average of ``F`` over the draws.
+
+        Berrones (2009) Eq. 17 (SFP-S); Neal (1993) Eq. 9, the best prediction under squared
+        loss. For softmax outputs, the predictive class probabilities. Arguments as in
+        :meth:`predict`.
+
+        Returns
+        -------
+        xarray.DataArray
+            Dims ``(obs_dim, out dim)``.
+        """
+        draws = self.predict(idata, X_new, group=group)
+        return draws.mean(dim=list(draws.dims[:-2]))
+
+
+def _float(value: float) -> np.ndarray:
+    """A number as a floatX array: PyTensor stores a Python float such as 0.5 in the smallest
+    dtype that holds it exactly, and log-densities of float32 parameters lose precision."""
+    return floatX(np.asarray(value))
+
+
+def _rows_message(rows: np.ndarray) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:_ROWS_SHOWN])
+    more = ", ..." if len(rows) > _ROWS_SHOWN else ""
+    return f"{len(rows)} row(s): [{shown}{more}]"
+
+
+def _check_finite_rows(values: np.ndarray, arg: str) -> None:
+    bad = ~np.isfinite(values).all(axis=tuple(range(1, values.ndim)))
+    if bad.any():
+        raise ValueError(
+            f"{arg} has NaN or infinite values in {_rows_message(np.flatnonzero(bad))}"
+        )
+
+
+def _matrix(values: Any, arg: str) -> np.ndarray:
+    """``values`` as a finite float matrix, or a ValueError naming ``arg``."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{arg} must be a numeric array: {error}") from None
+    if array.ndim != 2:
+        raise ValueError(f"{arg} must be 2-D (rows × columns), got shape {array.shape}")
+    if len(array) == 0:
+        raise ValueError(f"{arg} has no rows")
+    _check_finite_rows(array, arg)
+    return array
+
+
+def _draws(
+    samples: Any, var: TensorVariable, dims: tuple[str, ...]
+) -> tuple[np.ndarray, tuple[str, ...], dict[str, np.ndarray]]:
+    """A variable's draws from a DataTree group as ``(n draws, *shape)``, with the draws' dims."""
+    try:
+        array = samples[var.name]
+    except KeyError:
+        raise ValueError(
+            f"the samples hold no variable {var.name!r}: sample with it kept (it is needed to "
+            "rebuild the network)"
+        ) from None
+    missing = [d for d in dims if d not in array.dims]
+    if missing:
+        raise ValueError(f"{var.name!r} in the samples lacks the dims {missing}")
+    sample_dims = tuple(d for d in array.dims if d not in dims)
+    values = array.transpose(*sample_dims, *dims).values
+    coords = {d: array[d].values for d in sample_dims}
+    return values.reshape(-1, *values.shape[len(sample_dims) :]), sample_dims, coords
+
+
+def _ensure_coord(model: pm.Model, dim: str, size: int) -> None:
+    """Add ``dim`` with values ``0 .. size - 1`` unless the model has it (then check its length)."""
+    if dim not in model.coords:
+        model.add_coord(dim, np.arange(size))
+        return
+    values = model.coords[dim]
+    if values is not None and len(values) != size:
+        raise ValueError(f"the model's coords give dim {dim!r} length {len(values)}, not {size}")
+
+
+def _input_data(
+    model: pm.Model, X: Any, name: str, n_inputs: int
+) -> tuple[SharedVariable, str | None, str]:
+    """The input data container with its row dim and column dim; validates its values."""
+    if isinstance(X, SharedVariable):
+        if model.named_vars.get(X.name) is not X:
+            raise ValueError("X is a shared variable not registered in this model: use pm.Data")
+        values = _matrix(X.get_value(), "X")
+        obs_dim, in_dim = model.named_vars_to_dims.get(X.name) or (None, None)
+        in_dim = in_dim or f"{name}_in"
+    else:
+        values = _matrix(X, "X")
+        obs_dim, in_dim = f"{name}_obs", f"{name}_in"
+    if values.shape[1] != n_inputs:
+        raise ValueError(
+            f"layer_sizes[0] = {n_inputs} must equal the number of columns of X, {values.shape[1]}"
+        )
+    _ensure_coord(model, in_dim, n_inputs)
+    if not isinstance(X, SharedVariable):
+        X = pm.Data(f"{name}_X", values, dims=(obs_dim, in_dim))
+    return X, obs_dim, in_dim
+
+
+def _scaled_normal(var_name: str, scale: TensorVariable, dims: tuple[str, ...]) -> TensorVariable:
+    """Non-centred ``w = scale · z``, ``z ~ N(0, 1)``: Neal's (1993, §3.2) unscaled weights."""
+    z = pm.Normal(f"{var_name}_z", 0.0, 1.0, dims=dims)
+    return pm.Deterministic(var_name, scale * z, dims=dims)
+
+
+def _priors(
+    prior: str, name: str, unit_dims: Sequence[str], prior_scale: float
+) -> tuple[list[TensorVariable], list[TensorVariable], dict[str, TensorVariable]]:
+    """The weights, biases and group scales of every layer under ``prior``."""
+    n_layers = len(unit_dims) - 1
+    scale = _float(prior_scale)
+    weights, biases, scales = [], [], {}
+    for layer in range(n_layers):
+        w_name, b_name = f"{name}_w{layer}", f"{name}_b{layer}"
+        w_dims, b_dims = (unit_dims[layer], unit_dims[layer + 1]), (unit_dims[layer + 1],)
+        if prior == "uniform":
+            weights.append(pm.Uniform(w_name, -scale, scale, dims=w_dims))
+            biases.append(pm.Uniform(b_name, -scale, scale, dims=b_dims))
+        elif prior == "gaussian":
+            weights.append(pm.Normal(w_name, 0.0, scale, dims=w_dims))
+            biases.append(pm.Normal(b_name, 0.0, scale, dims=b_dims))
+        elif layer < n_layers - 1:
+            ard = prior == "ard" and layer == 0
+            w_scale = pm.HalfNormal(
+                f"{name}_sd_w{layer}", scale, dims=(unit_dims[0],) if ard else None
+            )
+            b_scale = pm.HalfNormal(f"{name}_sd_b{layer}", scale)
+            scales[f"w{layer}"], scales[f"b{layer}"] = w_scale, b_scale
+            weights.append(_scaled_normal(w_name, w_scale[:, None] if ard else w_scale, w_dims))
+            biases.append(_scaled_normal(b_name, b_scale, b_dims))
+        else:
+            out_scale = pm.HalfNormal(f"{name}_sd_out", scale)
+            scales["out"] = out_scale
+            weights.append(_scaled_normal(w_name, out_scale, w_dims))
+            biases.append(_scaled_normal(b_name, out_scale, b_dims))
+    return weights, biases, scales
+
+
+def mlp(
+    X: Any,
+    layer_sizes: Sequence[int],
+    *,
+    output: Literal["linear", "softmax"] = "linear",
+    prior: Literal["uniform", "gaussian", "group", "ard"] = "uniform",
+    prior_scale: float = 1.0,
+    name: str = "net",
+    deterministic: bool = False,
+) -> Network:
+    """Build a multilayer perceptron with tanh hidden units in the current ``pm.Model``.
+
+    For a row ``x`` of inputs, ``F(x, w) = g(tanh(… tanh(x W_0 + b_0) …) W_L + b_L)`` with
+    ``g`` the identity (regression) or the softmax (classification), as in Berrones (2009,
+    §3–4) and Neal (1993, §3); ``W_l`` has shape ``(units in, units out)``.
+
+    Parameters
+    ----------
+    X : array_like or SharedVariable, shape (n, layer_sizes[0])
+        The inputs. An array is wrapped in ``pm.Data(f"{name}_X", X, dims=(f"{name}_obs",
+        f"{name}_in"))``; a ``pm.Data`` of the model is used as it is, with its own dims if it
+        has any.
+    layer_sizes : sequence of int
+        Units per layer: inputs, one or more hidden layers, outputs, e.g. ``(2, 16, 2)``.
+    output : {"linear", "softmax"}, default "linear"
+        The output units.
+    prior : {"uniform", "gaussian", "group", "ard"}, default "uniform"
+        The prior of the weights and biases (module docstring; see Notes).
+    prior_scale : float, default 1.0
+        ``"uniform"``: the bound ``b`` of ``U(-b, b)`` (Berrones: 1). ``"gaussian"``: the
+        standard deviation. ``"group"``, ``"ard"``: the scale of the half-normal prior of each
+        group's standard deviation.
+    name : str, default "net"
+        Prefix of the network's variables, dims and data.
+    deterministic : bool, default False
+        Keep the output in the trace as ``pm.Deterministic(f"{name}_output")`` (memory
+        ``n × outputs`` per draw), so that ``pm.sample_posterior_predictive`` can return it after
+        ``pm.set_data``. :meth:`Network.predict` does not need it.
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``output`` or ``prior``, a ``prior_scale`` that is not finite and > 0,
+        ``layer_sizes`` that are not at least three positive integers, ``layer_sizes[0]`` not
+        equal to the columns of ``X``, fewer than two softmax outputs, or ``X`` with NaN or
+        infinite values (the rows are named).
+
+    Notes
+    -----
+    Weight groups of the hierarchical priors (Neal 1993, §3.1: "input to hidden, bias to hidden,
+    and hidden/bias to output", after MacKay): for each hidden layer ``l`` its incoming weights
+    (group ``"w{l}"``, scale ``f"{name}_sd_w{l}"``) and its biases (``"b{l}"``); the weights and
+    biases of the output layer form one group (``"out"``). Neal fixes the prior width to one and
+    multiplies each weight by its group's scale factor, sampling the unscaled weights and the
+    scale factors: here ``w = scale · z``, ``z ~ N(0, 1)`` (variables ``f"{name}_w{l}_z"``), which
+    is also the non-centred form that gradient samplers need. ``"ard"`` gives the first layer's
+    weights one scale per input unit (dims ``(f"{name}_in",)``).
+
+    Scale prior: Neal (1993) does not state it. His later work (Neal 1996, *Bayesian Learning
+    for Neural Networks*) puts Gamma priors on the precisions ``1 / scale²``; MacKay's evidence
+    framework optimises them under a flat prior on their logarithm. Made vague, these approach
+    the improper ``1 / scale``, under which the posterior is improper (the likelihood tends to a
+    constant as a scale → 0). Here each scale is ``HalfNormal(prior_scale)``: proper, weakly
+    informative for standardised inputs and outputs, and with a finite density at zero, so that
+    a group can be switched off without a funnel in the non-centred coordinates. Pass
+    ``prior_scale`` for data on other scales. The scales are not divided by the square root of
+    the number of units feeding in (Neal 1996's rule for wide networks).
+    """
+    model = pm.modelcontext(None)
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+    if not np.isfinite(prior_scale) or prior_scale <= 0:
+        raise ValueError(f"prior_scale must be finite and > 0, got {prior_scale!r}")
+    sizes = tuple(layer_sizes)
+    if len(sizes) < 3 or not all(
+        isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in sizes
+    ):
+        raise ValueError(
+            "layer_sizes must be at least three positive integers (inputs, hidden layers, "
+            f"outputs), got {layer_sizes!r}"
+        )
+    sizes = tuple(int(s) for s in sizes)
+    if output == "softmax" and sizes[-1] < 2:
+        raise ValueError(f"softmax outputs need layer_sizes[-1] >= 2, got {sizes[-1]}")
+
+    X_data, obs_dim, in_dim = _input_data(model, X, name, sizes[0])
+    hidden_dims = [f"{name}_hidden{i}" for i in range(len(sizes) - 2)]
+    out_dim = f"{name}_out"
+    unit_dims = (in_dim, *hidden_dims, out_dim)
+    for dim, size in zip(unit_dims[1:], sizes[1:], strict=True):
+        _ensure_coord(model, dim, size)
+    weights, biases, scales = _priors(prior, name, unit_dims, prior_scale)
+
+    h = X_data
+    for layer, (W, b) in enumerate(zip(weights, biases, strict=True)):
+        h = pt.dot(h, W) + b
+        if layer < len(weights) - 1:
+            h = pt.tanh(h)
+    logits = h
+    F = pt.special.softmax(logits, axis=-1) if output == "softmax" else logits
+    if deterministic:
+        F = pm.Deterministic(
+            f"{name}_output", F, dims=(obs_dim, out_dim) if obs_dim is not None else None
+        )
+    return Network(
+        name=name,
+        layer_sizes=sizes,
+        output_type=output,
+        prior=prior,
+        X=X_data,
+        weights=tuple(weights),
+        biases=tuple(biases),
+        scales=scales,
+        logits=logits,
+        output=F,
+        obs_dim=obs_dim,
+        unit_dims=unit_dims,
+        out_coords=tuple(model.coords[out_dim] or range(sizes[-1])),
+    )
+
+
+def _observed(
+    network: Network, values: np.ndarray, name: str, dims: tuple[str, ...], shape: Any
+) -> tuple[SharedVariable, dict[str, Any]]:
+    """Check the rows of ``values`` against ``X`` and wrap them in ``pm.Data(f"{name}_data")``.
+
+    Also returns the size arguments of the observed variable: its dims ``(obs_dim, *dims)``, or,
+    for a data container without a row dim, ``shape`` (tied to ``X``'s rows), so that its length
+    follows ``pm.set_data`` of new inputs.
+    """
+    _check_finite_rows(values, "y")
+    n_rows = network.X.get_value().shape[0]
+    if len(values) != n_rows:
+        raise ValueError(f"y has {len(values)} rows but X has {n_rows}")
+    if network.obs_dim is None:
+        return pm.Data(f"{name}_data", values), {"shape": shape}
+    dims = (network.obs_dim, *dims)
+    return pm.Data(f"{name}_data", values, dims=dims), {"dims": dims}
+
+
+def gaussian_likelihood(
+    network: Network,
+    y: Any,
+    *,
+    sigma: float | TensorVariable | Literal["integrated"] | None = None,
+    D: float | None = None,
+    name: str | None = None,
+) -> TensorVariable:
+    """Attach regression targets ``y`` to a network's outputs.
+
+    Four forms, chosen by ``sigma`` and ``D``:
+
+    * ``sigma`` a number or a model variable: ``y ~ N(F(x, w), sigma²)`` independently (Neal
+      1993, Eq. 2).
+    * ``sigma=None`` (default): unknown noise, ``sigma ~ HalfNormal(1)`` named
+      ``f"{name}_sigma"``, shared by all outputs (vague for standardised outputs; pass your own
+      variable as ``sigma`` otherwise).
+    * ``sigma="integrated"``: Neal's (1993) Eq. 3, the noise level integrated out under a vague
+      prior, ``log p(y | w) = -(m0 + n·K)/2 · log(s0 + Σ_c ‖y_c − F(x_c, w)‖²)`` with
+      ``s0 = m0 = 0.1`` (:data:`NEAL_S0`, :data:`NEAL_M0`), ``n`` rows and ``K`` outputs,
+      added as a ``pm.Potential``.
+    * ``D`` given: Berrones' (2009) Eq. 23 cold quadratic loss,
+      ``log p(y | w) = -(1/D)(1/n) Σ_c ‖y_c − F(x_c, w)‖²``, added as a ``pm.Potential``. It
+      equals a Gaussian with ``sigma² = D·n/2`` up to a constant; a small ``D`` sharpens the
+      likelihood while the sampler runs at temperature 1 (the paper uses 5e-4 and 5e-3).
+
+    Parameters
+    ----------
+    network : Network
+    y : array_like, shape (n, outputs), or (n,) for one output
+        The targets, one row per row of ``X``. Stored as ``pm.Data(f"{name}_data")``.
+    sigma : float, array_like, TensorVariable, "integrated" or None, default None
+        The noise standard deviation (see above); an array broadcasts against the outputs,
+        e.g. one sd per output.
+    D : float, optional
+        Berrones' likelihood temperature; exclusive with ``sigma``.
+    name : str, optional
+        Name of the observed variable or potential; ``f"{network.name}_y"`` by default.
+
+    Returns
+    -------
+    TensorVariable
+        The observed variable (dims ``(obs, out)``; it has posterior-predictive draws after
+        ``pm.set_data`` of new inputs), or the potential for ``"integrated"`` and ``D``, which
+        has none: predict those with :meth:`Network.predict_mean`.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
+        outputs, ``sigma`` is not finite and > 0 or an unknown string, ``D`` is not finite and
+        > 0, or both ``sigma`` and ``D`` are given.
+    """
+    name = name or f"{network.name}_y"
+    n_outputs = network.layer_sizes[-1]
+    values = np.asarray(y, dtype=float)
+    if values.ndim == 1 and n_outputs == 1:
+        values = values[:, None]
+    if values.ndim != 2 or values.shape[1] != n_outputs:
+        raise ValueError(f"y must have shape (n, {n_outputs}), got {values.shape}")
+    if D is not None:
+        if sigma is not None:
+            raise ValueError("pass either sigma or D (Berrones' Eq. 23 loss), not both")
+        if not np.isfinite(D) or D <= 0:
+            raise ValueError(f"D must be finite and > 0, got {D!r}")
+    if isinstance(sigma, str):
+        if sigma != "integrated":
+            raise ValueError(f"sigma must be a number, a variable, None or 'integrated': {sigma!r}")
+    elif sigma is not None and not isinstance(sigma, TensorVariable):
+        sigma = _float(sigma)
+        if not np.all(np.isfinite(sigma) & (sigma > 0)):
+            raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+
+    y_data, size = _observed(network, values, name, network.unit_dims[-1:], network.output.shape)
+    squares = pt.sum(pt.square(y_data - network.output))
+    if D is not None:
+        return pm.Potential(name, -squares / (_float(D) * y_data.shape[0]))
+    if isinstance(sigma, str):
+        exponent = (NEAL_M0 + y_data.shape[0] * n_outputs) / 2
+        return pm.Potential(name, -exponent * pt.log(NEAL_S0 + squares))
+    if sigma is None:
+        sigma = pm.HalfNormal(f"{name}_sigma", 1.0)
+    return pm.Normal(name, mu=network.output, sigma=sigma, observed=y_data, **size)
+
+
+def categorical_likelihood(network: Network, y: Any, *, name: str | None = None) -> TensorVariable:
+    """Attach class labels ``y`` to a softmax network: ``y ~ Categorical(softmax(logits))``.
+
+    The likelihood of classification in Berrones (2009, §4.1) with softmax outputs, evaluated
+    from the logits for numerical stability. (The paper's runs use the quadratic loss of Eq. 23
+    on one-hot targets instead: :func:`gaussian_likelihood` with ``D`` and ``y`` one-hot.)
+
+    Parameters
+    ----------
+    network : Network
+        Built with ``output="softmax"``.
+    y : array_like of int, shape (n,)
+        Labels in ``0 .. layer_sizes[-1] - 1``, one per row of ``X``; stored as
+        ``pm.Data(f"{name}_data")``.
+    name : str, optional
+        Name of the observed variable; ``f"{network.name}_y"`` by default.
+
+    Returns
+    -------
+    TensorVariable
+        The observed variable, dims ``(obs,)``.
+
+    Raises
+    ------
+    ValueError
+        If the network's outputs are not softmax, or ``y`` is not 1-D, has a different number
+        of rows than ``X``, or has NaN, non-integer or out-of-range labels (the rows are named).
+    """
+    if network.output_type != "softmax":
+        raise ValueError(
+            f"categorical_likelihood needs a network with output='softmax', not "
+            f"{network.output_type!r}"
+        )
+    name = name or f"{network.name}_y"
+    n_classes = network.layer_sizes[-1]
+    values = np.asarray(y)
+    if values.ndim != 1:
+        raise ValueError(f"y must be 1-D class labels, got shape {values.shape}")
+    labels = values.astype(float)
+    _check_finite_rows(labels, "y")
+    bad = (labels != np.round(labels)) | (labels < 0) | (labels >= n_classes)
+    if bad.any():
+        raise ValueError(
+            f"y must hold integer labels in 0..{n_classes - 1}; bad labels in "
+            f"{_rows_message(np.flatnonzero(bad))}"
+        )
+    y_data, size = _observed(network, labels.astype(np.int64), name, (), network.logits.shape[:1])
+    return pm.Categorical(name, logit_p=network.logits, observed=y_data, **size)
