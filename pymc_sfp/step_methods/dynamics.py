@@ -24,15 +24,24 @@ from pymc.step_methods.hmc.quadpotential import (
 )
 from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
-from pymc.util import get_value_vars_from_user_vars
-from pymc.vartypes import continuous_types, discrete_types
+from pymc.vartypes import continuous_types
 from pytensor.tensor.random.type import RandomGeneratorType
-from rich.progress import TextColumn
-from rich.table import Column
 
 from pymc_sfp.dynamics import PhaseState, transition
+from pymc_sfp.step_methods._common import (
+    ProgressField,
+    continuous_value_vars,
+    progressbar_config,
+    progressbar_updates,
+)
 
 __all__ = ["StochasticDynamics"]
+
+_PROGRESS_FIELDS: tuple[ProgressField, ...] = (
+    ("divergences", "Divergences", "d", 0),
+    ("step_size", "Step size", ".3g", 0.0),
+    ("accept", "Accept", ".3f", 1.0),
+)
 
 
 @dataclass_state
@@ -191,19 +200,7 @@ class StochasticDynamics(GradientSharedStep):
         if scaling is not None and potential is not None:
             raise ValueError("give at most one of `scaling` and `potential`")
 
-        value_vars = (
-            model.continuous_value_vars + model.discrete_value_vars
-            if vars is None
-            else get_value_vars_from_user_vars(
-                [model[v] if isinstance(v, str) else v for v in vars], model
-            )
-        )
-        discrete = [v.name for v in value_vars if v.dtype in discrete_types]
-        if discrete:
-            raise TypeError(
-                f"StochasticDynamics samples continuous variables only; discrete: {discrete}. "
-                "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
-            )
+        value_vars = continuous_value_vars(model, vars, "StochasticDynamics")
         if initial_point is None:
             initial_point = model.initial_point()
         super().__init__(
@@ -274,28 +271,11 @@ class StochasticDynamics(GradientSharedStep):
 
     @staticmethod
     def _progressbar_config(n_chains=1):
-        columns = [
-            TextColumn("{task.fields[divergences]}", table_column=Column("Divergences", ratio=1)),
-            TextColumn("{task.fields[step_size]:0.3g}", table_column=Column("Step size", ratio=1)),
-            TextColumn("{task.fields[accept]:0.3f}", table_column=Column("Accept", ratio=1)),
-        ]
-        stats = {
-            "divergences": [0] * n_chains,
-            "step_size": [0.0] * n_chains,
-            "accept": [1.0] * n_chains,
-        }
-        return columns, stats
+        return progressbar_config(_PROGRESS_FIELDS, n_chains)
 
     @staticmethod
     def _make_progressbar_update_functions():
-        def update_stats(step_stats):
-            return {
-                "divergences": step_stats["divergences"],
-                "step_size": step_stats["step_size"],
-                "accept": step_stats["accept"],
-            }
-
-        return (update_stats,)
+        return progressbar_updates(_PROGRESS_FIELDS)
 
     # ------------------------------------------------------------------ sampling
     def _logp_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:

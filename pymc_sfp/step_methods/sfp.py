@@ -21,10 +21,7 @@ from pymc.logprob.transforms import IntervalTransform, LogTransform
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
-from pymc.util import get_value_vars_from_user_vars
-from pymc.vartypes import continuous_types, discrete_types
-from rich.progress import TextColumn
-from rich.table import Column
+from pymc.vartypes import continuous_types
 
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout
 from pymc_sfp.fokker_planck import (
@@ -33,8 +30,20 @@ from pymc_sfp.fokker_planck import (
     collocation_conditional,
     quadrature_conditional,
 )
+from pymc_sfp.step_methods._common import (
+    ProgressField,
+    continuous_value_vars,
+    progressbar_config,
+    progressbar_updates,
+)
 
 __all__ = ["SFPStep"]
+
+_PROGRESS_FIELDS: tuple[ProgressField, ...] = (
+    ("accept", "Accept", ".3f", 1.0),
+    ("n_invalid", "Invalid", "d", 0),
+    ("n_edge_hits", "Edge hits", "d", 0),
+)
 
 _log = logging.getLogger("pymc_sfp")
 
@@ -215,19 +224,7 @@ class SFPStep(ArrayStepShared):
         if kwargs:
             raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
 
-        value_vars = (
-            model.continuous_value_vars + model.discrete_value_vars
-            if vars is None
-            else get_value_vars_from_user_vars(
-                [model[v] if isinstance(v, str) else v for v in vars], model
-            )
-        )
-        discrete = [v.name for v in value_vars if v.dtype in discrete_types]
-        if discrete:
-            raise TypeError(
-                f"SFPStep samples continuous variables only; discrete: {discrete}. "
-                "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
-            )
+        value_vars = continuous_value_vars(model, vars, "SFPStep")
         if initial_point is None:
             initial_point = model.initial_point()
 
@@ -391,24 +388,11 @@ class SFPStep(ArrayStepShared):
 
     @staticmethod
     def _progressbar_config(n_chains=1):
-        columns = [
-            TextColumn("{task.fields[accept]:.3f}", table_column=Column("Accept", ratio=1)),
-            TextColumn("{task.fields[n_invalid]}", table_column=Column("Invalid", ratio=1)),
-            TextColumn("{task.fields[n_edge_hits]}", table_column=Column("Edge hits", ratio=1)),
-        ]
-        stats = {
-            "accept": [1.0] * n_chains,
-            "n_invalid": [0] * n_chains,
-            "n_edge_hits": [0] * n_chains,
-        }
-        return columns, stats
+        return progressbar_config(_PROGRESS_FIELDS, n_chains)
 
     @staticmethod
     def _make_progressbar_update_functions():
-        def update_stats(step_stats):
-            return {key: step_stats[key] for key in ("accept", "n_invalid", "n_edge_hits")}
-
-        return (update_stats,)
+        return progressbar_updates(_PROGRESS_FIELDS)
 
     # ------------------------------------------------------------------ sampling
     def _refit_boxes(self, *, allow_shrink: bool) -> None:

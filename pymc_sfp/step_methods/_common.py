@@ -1,0 +1,57 @@
+"""Pieces shared by the step methods: variable selection and PyMC progress-bar columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pymc as pm
+from pymc.util import get_value_vars_from_user_vars
+from pymc.vartypes import discrete_types
+from rich.progress import TextColumn
+from rich.table import Column
+
+#: A progress-bar column: (sample-stat name, column header, format spec, initial value).
+ProgressField = tuple[str, str, str, Any]
+
+
+def continuous_value_vars(model: pm.Model, vars: Sequence | None, step_name: str) -> list:
+    """The value variables a step samples; ``TypeError`` naming any discrete one.
+
+    ``vars`` may hold random variables, value variables or their names; ``None`` means every
+    free variable of the model (so that discrete ones are reported, not silently skipped).
+    """
+    if vars is None:
+        value_vars = model.continuous_value_vars + model.discrete_value_vars
+    else:
+        value_vars = get_value_vars_from_user_vars(
+            [model[v] if isinstance(v, str) else v for v in vars], model
+        )
+    discrete = [v.name for v in value_vars if v.dtype in discrete_types]
+    if discrete:
+        raise TypeError(
+            f"{step_name} samples continuous variables only; discrete: {discrete}. "
+            "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
+        )
+    return value_vars
+
+
+def progressbar_config(
+    fields: Sequence[ProgressField], n_chains: int
+) -> tuple[list[TextColumn], dict[str, list]]:
+    """PyMC's ``_progressbar_config``: one column per sample stat in ``fields``."""
+    columns = [
+        TextColumn(f"{{task.fields[{key}]:{spec}}}", table_column=Column(header, ratio=1))
+        for key, header, spec, _ in fields
+    ]
+    return columns, {key: [initial] * n_chains for key, _, _, initial in fields}
+
+
+def progressbar_updates(fields: Sequence[ProgressField]) -> tuple[Callable[[dict], dict]]:
+    """PyMC's ``_make_progressbar_update_functions`` for the stats in ``fields``."""
+    keys = [key for key, *_ in fields]
+
+    def update_stats(step_stats: dict) -> dict:
+        return {key: step_stats[key] for key in keys}
+
+    return (update_stats,)
