@@ -316,6 +316,7 @@ class TestBadInput:
             ({"n_leapfrog": 0}, "n_leapfrog must be"),
             ({"thin": 0}, "thin must be"),
             ({"target_accept": 1.5}, "target_accept"),
+            ({"step_size_jitter": 1.0}, "step_size_jitter"),
             ({"scaling": np.ones(1), "potential": object()}, "at most one"),
         ],
     )

@@ -93,6 +93,12 @@ class StochasticDynamics(GradientSharedStep):
     adapt_step_size : bool, default True
         Dual averaging of ``log ε`` during tuning (Hoffman & Gelman 2014), then frozen at its
         averaged value.
+    step_size_jitter : float, default 0.15
+        Each transition uses ``ε · U(1 − j, 1 + j)`` (PyMC's ``HamiltonianMC`` does the same).
+        Trajectories of one fixed length can return close to where they started in some
+        direction of a near-Gaussian posterior (with ``alpha=0`` this makes exact HMC mix
+        badly, or not at all, in that direction); varying the length breaks that resonance.
+        ``0`` disables it. In ``[0, 1)``.
     scaling : array, optional
         Diagonal of the mass matrix (or its inverse with ``is_cov=True``), or a full matrix. If
         neither ``scaling`` nor ``potential`` is given, a diagonal mass matrix is adapted during
@@ -168,6 +174,7 @@ class StochasticDynamics(GradientSharedStep):
         target_energy_error: float = 0.1,
         target_noise_share: float = 0.5,
         adapt_step_size: bool = True,
+        step_size_jitter: float = 0.15,
         scaling: Any = None,
         is_cov: bool = False,
         potential: QuadPotential | None = None,
@@ -191,6 +198,8 @@ class StochasticDynamics(GradientSharedStep):
                 raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
         if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
             raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        if not 0.0 <= step_size_jitter < 1.0:
+            raise ValueError(f"step_size_jitter must be in [0, 1), got {step_size_jitter!r}")
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
         if not target_noise_share > 0:
@@ -227,6 +236,7 @@ class StochasticDynamics(GradientSharedStep):
         self.thin = int(thin)
         self.correct = bool(correct)
         self.adapt_step_size = bool(adapt_step_size)
+        self.step_size_jitter = float(step_size_jitter)
         self.max_energy_error = float(max_energy_error)
         initial_step = 0.25 / size**0.25 if step_size is None else float(step_size)
         if self._minibatch_rngs:
@@ -321,9 +331,12 @@ class StochasticDynamics(GradientSharedStep):
         n_accepted = 0
         diverging = False
         for _ in range(self.thin):
+            jitter = self.step_size_jitter
             state, info = transition(
                 state,
-                step_size=step_size,
+                step_size=step_size * self.rng.uniform(1.0 - jitter, 1.0 + jitter)
+                if jitter
+                else step_size,
                 n_steps=self.n_leapfrog,
                 alpha=self.alpha,
                 correct=self.correct,

@@ -538,9 +538,11 @@ class SFPStep(ArrayStepShared):
             grid = report[0][slc]
             if to_scale is not None:
                 grid = to_scale(grid)
-            stats[STAT_PREFIX_GRID + name] = grid.reshape(*shape, self.marginal_points)
+            # The leading length-1 axis makes PyMC's np.vstack of object stats over draws give
+            # (draws, *shape, K); without it, a vector variable's rows would be stacked into draws.
+            stats[STAT_PREFIX_GRID + name] = grid.reshape(1, *shape, self.marginal_points)
             stats[STAT_PREFIX_CDF + name] = (
-                report[1][slc].astype(np.float32).reshape(*shape, self.marginal_points)
+                report[1][slc].astype(np.float32).reshape(1, *shape, self.marginal_points)
             )
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
 
