@@ -8,15 +8,30 @@ StochasticDynamics
     Neal's (1993) persistent-momentum dynamics, uncorrected or exact (generalised HMC).
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
+IncrementalSFP, sfp_mle, marginal_prior
+    SFP learning modes (Berrones §3): incremental learning (SFP-I, Eq. 20–22), the SFP-MLE
+    predictor (Eq. 18) and marginals turned into a prior (Eq. 21); also in ``pymc_sfp.learning``.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
     The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
-from pymc_sfp import datasets, nn
+from pymc_sfp import datasets, learning, nn
+from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.step_methods import SFPStep, StochasticDynamics
 
-__all__ = ["Marginal", "SFPStep", "StochasticDynamics", "datasets", "nn", "sfp_marginals"]
+__all__ = [
+    "IncrementalSFP",
+    "Marginal",
+    "SFPStep",
+    "StochasticDynamics",
+    "datasets",
+    "learning",
+    "marginal_prior",
+    "nn",
+    "sfp_marginals",
+    "sfp_mle",
+]
 __version__ = "0.1.0.dev0"

@@ -281,7 +281,7 @@ def test_interval_variable_sampled_on_its_support():
     sd = np.sqrt(np.trapezoid((grid - mean) ** 2 * post, grid))
     assert abs(w_draws.mean() - mean) < 4 * sd / np.sqrt(len(w_draws))
     assert np.isfinite(draws).all()
-    grid_stat = step_stats[-1]["sfp_grid__w"]
+    grid_stat = step_stats[-1]["sfp_grid__w"][0]  # one draw: shape (1, K)
     assert grid_stat[0] == -1 and grid_stat[-1] == 1  # the box is the support
 
 

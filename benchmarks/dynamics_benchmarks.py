@@ -1,0 +1,946 @@
+"""Benchmarks of ``pymc_sfp.StochasticDynamics`` (persistent-momentum dynamics, Neal 1993).
+
+Run from the repository root::
+
+    python benchmarks/dynamics_benchmarks.py            # full run, about 15 minutes on 2 cores
+    python benchmarks/dynamics_benchmarks.py --quick    # smoke run, every budget about 10x smaller
+    python benchmarks/dynamics_benchmarks.py --only robot   # one benchmark (see --help)
+
+Every benchmark prints markdown tables and writes them into the dynamics section of
+``benchmarks/RESULTS.md``: the block between ``<!-- dynamics:start -->`` and
+``<!-- dynamics:end -->`` is replaced (appended if absent); the rest of the file (the SFP section
+that ``benchmarks/sfp_benchmarks.py`` writes) is kept, and the file is re-read right before it is
+written. With ``--only`` only that benchmark's subsection of the block is replaced. Nothing here
+asserts on timings: they are wall-clock measurements on a possibly shared machine.
+
+What is measured, and how
+-------------------------
+Common to all: PyMC's ``pm.sample`` with ``cores=2``, a fixed ``random_seed`` and the same
+per-chain starting points for every sampler (PyMC's own jitter recipe, applied once: the model's
+initial point plus U(-1, 1) in the unconstrained space, so the chains start apart and R-hat
+means something; NUTS gets ``init="adapt_diag"`` so that it starts from the same points instead
+of jittering them a second time — otherwise it runs with PyMC's defaults). Wall time is
+``time.perf_counter`` around step construction + ``pm.sample``, so compilation, worker start-up
+and tuning are included. ESS is ArviZ's bulk ESS (``az.ess``), R-hat ArviZ's rank-normalised
+split R-hat (``az.rhat``), both over the post-tuning draws of all chains. Gradient evaluations
+include the tuning phase: the sum of the ``n_grad_evals`` stat for ``StochasticDynamics``, of
+``tree_size`` (leapfrog steps) for NUTS and of ``n_steps`` for ``pm.HamiltonianMC``. ESS per
+second and per 1000 gradient evaluations therefore charge each sampler its whole cost.
+
+1. ``explore`` — a scan of ``StochasticDynamics`` settings (alpha, n_leapfrog, thin; exact and
+   uncorrected) on the robot-arm posterior of benchmark 2, at the explore budget. The settings
+   of benchmark 2 were picked from the ``--quick`` scan; the scan is kept in the results so the
+   choice can be checked.
+2. ``robot`` — the robot-arm problem (MacKay 1992; Neal 1993, §3): 200 training and 200 test
+   cases from ``pymc_sfp.datasets.make_robot_arm`` (noise sd 0.05, seeds 1993 and 1994), a 2-16-2
+   tanh network with linear outputs written directly in PyMC, non-centred weights ``w = s · z``,
+   ``z ~ N(0, 1)``, with three group scales (input→hidden weights ``s_in``, hidden biases
+   ``s_b``, hidden→output weights and output biases ``s_out``), each ``HalfNormal(5)``, and an
+   unknown noise sd ``sigma ~ HalfNormal(1)`` shared by both outputs; Gaussian likelihood.
+   86 unconstrained parameters. Samplers: ``StochasticDynamics`` exact (``correct=True``) and
+   uncorrected (``correct=False``) at the same settings, NUTS, and ``pm.HamiltonianMC`` with
+   ``path_length`` = the exact run's median tuned step size × ``n_leapfrog`` × ``thin`` (the
+   distance the persistent momentum could carry a draw). Reported: the test error of the
+   posterior-averaged outputs in Neal's convention (mean over test cases of the squared error
+   summed over both outputs; Neal's 0.00559; the noise floor of this test set, the same error
+   of the noiseless function, is printed), R-hat and bulk ESS of the three scales and of
+   ``sigma``, gradient evaluations, wall time, ESS/s and ESS per 1000 gradient evaluations of
+   the scales (the minimum over the three), divergences after tuning, and for NUTS the fraction
+   of draws at the maximum tree depth (``reached_max_treedepth``).
+3. ``minibatch`` — Bayesian linear regression, 100,000 rows, 10 correlated features
+   (Toeplitz correlation 0.5^|i-j|), known noise sd 1, prior N(0, 10²) on the weights: the
+   exact posterior is Gaussian and known. ``StochasticDynamics(correct=False)`` on
+   ``pm.Minibatch(X, y, batch_size=b)`` with ``total_size=100000`` for two batch sizes against
+   full-batch ``StochasticDynamics`` (exact) and NUTS. Reported: posterior-mean error in units
+   of the exact posterior sd (max and RMS over the 10 weights), the ratio of sampled to exact
+   posterior sd (min and max over the weights), wall time, minimum bulk ESS over the weights and
+   seconds per effective sample (wall time / that ESS).
+
+BLAS threads: the script re-executes itself with ``OPENBLAS_NUM_THREADS`` (and the OpenMP / MKL
+equivalents) set to 1, since two chains already run in parallel on the two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+
+import pymc_sfp
+from pymc_sfp import StochasticDynamics
+from pymc_sfp.datasets import make_robot_arm
+
+RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
+START_MARK = "<!-- dynamics:start -->"
+END_MARK = "<!-- dynamics:end -->"
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+SEED = 20_240_612
+TRAIN_SEED, TEST_SEED = 1993, 1994
+N_TRAIN = N_TEST = 200
+N_HIDDEN = 16
+NOISE_SD = 0.05
+SCALE_PRIOR_SD = 5.0
+NOISE_PRIOR_SD = 1.0
+SCALES = ("s_in", "s_b", "s_out")
+HYPER = (*SCALES, "sigma")
+NEAL_TEST_ERROR = 0.00559
+ANCHOR_NUTS = "0.00552, scale R-hat 1.35–1.67, 3960/4000 draws at max tree depth, 318 s"
+
+# Settings of benchmark 2, picked from the --quick scan of benchmark 1 (see RESULTS.md).
+ROBOT_SD = {"alpha": 0.95, "n_leapfrog": 10, "thin": 10}
+# The scan of benchmark 1: (alpha, n_leapfrog, thin, correct).
+EXPLORE_GRID = (
+    (0.9, 10, 10, True),
+    (0.95, 10, 10, True),
+    (0.99, 10, 10, True),
+    (0.99, 1, 100, True),
+    (0.0, 100, 1, True),
+    (0.95, 10, 40, True),
+    (0.95, 10, 10, False),
+)
+
+LIN_ROWS = 100_000
+LIN_FEATURES = 10
+LIN_NOISE_SD = 1.0
+LIN_PRIOR_SD = 10.0
+LIN_RHO = 0.5
+MINIBATCH_SD = {"alpha": 0.9, "n_leapfrog": 5, "thin": 1}
+FULL_SD = {"alpha": 0.9, "n_leapfrog": 10, "thin": 1}
+
+
+# ---------------------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class Settings:
+    """Every budget of the suite; ``quick()`` shrinks them about tenfold."""
+
+    mode: str = "full"
+    chains: int = 4
+    cores: int = 2
+    explore_tune: int = 500
+    explore_draws: int = 500
+    robot_tune: int = 500
+    robot_draws: int = 500
+    lin_chains: int = 2
+    lin_tune: int = 500
+    lin_draws: int = 1000
+    batch_sizes: tuple[int, ...] = (100, 1000)
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            mode="quick",
+            explore_tune=50,
+            explore_draws=50,
+            robot_tune=50,
+            robot_draws=50,
+            lin_tune=50,
+            lin_draws=100,
+        )
+
+
+@dataclass
+class Section:
+    key: str
+    body: str
+    seconds: float = 0.0
+
+
+@dataclass
+class Run:
+    """One ``pm.sample`` call and what was measured on it."""
+
+    name: str
+    seconds: float
+    idata: object
+    grads: int = 0
+    iterations: int = 0
+    """Draws of all chains, tuning included."""
+    extra: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def environment() -> str:
+    cpu = "unknown"
+    try:
+        match = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = match.group(1).strip() if match else cpu
+    except OSError:
+        pass
+    ram = "unknown"
+    try:
+        match = re.search(r"^MemTotal:\s*(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+        ram = f"{int(match.group(1)) / 1024**2:.1f} GiB" if match else ram
+    except OSError:
+        pass
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    import numba
+    import scipy
+
+    rows = [
+        ["date", dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")],
+        ["machine", f"{platform.node()} — `nproc` = {nproc}, CPU {cpu}, RAM {ram}"],
+        ["load average at start (1/5/15 min)", load],
+        ["git HEAD (working tree may be dirty)", commit],
+        ["Python", platform.python_version()],
+        [
+            "PyMC / PyTensor / NumPy",
+            f"{pm.__version__} / {pytensor.__version__} / {np.__version__}",
+        ],
+        ["ArviZ / SciPy / Numba", f"{az.__version__} / {scipy.__version__} / {numba.__version__}"],
+        ["pymc_sfp", pymc_sfp.__version__],
+        ["PyTensor mode / linker", f"{pytensor.config.mode} / {pytensor.config.linker}"],
+        ["BLAS threads", os.environ.get("OPENBLAS_NUM_THREADS", "library default")],
+    ]
+    return md_table(["", ""], rows)
+
+
+def jittered_starts(model: pm.Model, chains: int, seed: int) -> list[dict]:
+    """Per-chain starts: the initial point + U(-1, 1) in the unconstrained space (PyMC's jitter),
+    returned in the constrained space keyed by variable name, for ``pm.sample(initvals=...)``."""
+    rng = np.random.default_rng(seed)
+    point = model.initial_point()
+    starts = []
+    for _ in range(chains):
+        start = {}
+        for rv in model.free_RVs:
+            value_var = model.rvs_to_values[rv]
+            value = point[value_var.name] + rng.uniform(-1, 1, np.shape(point[value_var.name]))
+            transform = model.rvs_to_transforms.get(rv)
+            if transform is not None:
+                value = transform.backward(pt.as_tensor(value), *rv.owner.inputs).eval()
+            start[rv.name] = np.asarray(value, dtype=float)
+        starts.append(start)
+    return starts
+
+
+def sample(
+    name: str,
+    model: pm.Model,
+    make_step: Callable[[], object] | None,
+    *,
+    chains: int,
+    cores: int,
+    tune: int,
+    draws: int,
+    starts: list[dict],
+    grad_stat: str,
+) -> Run:
+    """Build the step (``None``: NUTS) and sample, timing both; count gradient evaluations."""
+    began = time.perf_counter()
+    with model:
+        step = make_step() if make_step is not None else None
+        idata = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=cores,
+            step=step,
+            init="adapt_diag",
+            initvals=starts,
+            random_seed=SEED,
+            progressbar=False,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
+    seconds = time.perf_counter() - began
+    grads = int(idata["sample_stats"][grad_stat].values.sum())
+    if tune > 0:
+        grads += int(idata["warmup_sample_stats"][grad_stat].values.sum())
+    print(f"  {name}: {seconds:.1f} s, {grads} gradient evaluations", flush=True)
+    return Run(name, seconds, idata, grads, chains * (tune + draws))
+
+
+def warm_up(model: pm.Model) -> float:
+    """Compile the model's log-density and gradient once, untimed, and return the seconds it took.
+
+    PyTensor's default linker (Numba) caches compiled code on disk: a cold compile of a new graph
+    can take tens of seconds, a warm one 1–2 s. Warming up first keeps the order in which the
+    samplers run from deciding which of them pays the cold compile; every timed run still
+    compiles its own function (from the warm cache)."""
+    began = time.perf_counter()
+    with model:
+        step = StochasticDynamics(n_leapfrog=1, correct=False)
+    point = model.initial_point()
+    step._logp_grad(np.zeros(sum(np.size(point[v.name]) for v in step.vars)))
+    return time.perf_counter() - began
+
+
+def draws_of(idata, name: str) -> np.ndarray:
+    """A variable's post-tuning draws as ``(chain, draw, *shape)``."""
+    return np.asarray(idata["posterior"][name].values, dtype=float)
+
+
+def stat_of(idata, name: str) -> np.ndarray:
+    return np.asarray(idata["sample_stats"][name].values)
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    return f"{value:.{digits}g}"
+
+
+def fmt_rhat(value: float) -> str:
+    return f"{value:.3f}" if np.isfinite(value) else "–"
+
+
+def sd_label(settings: dict, correct: bool = True) -> str:
+    return f"α={settings['alpha']:g}, L={settings['n_leapfrog']}, thin={settings['thin']}" + (
+        "" if correct else ", uncorrected"
+    )
+
+
+# --------------------------------------------------------------------------------------- robot arm
+def robot_arm_clean(X: np.ndarray) -> np.ndarray:
+    x1, x2 = X[:, 0], X[:, 1]
+    return np.column_stack(
+        [2.0 * np.cos(x1) + 1.3 * np.cos(x1 + x2), 2.0 * np.sin(x1) + 1.3 * np.sin(x1 + x2)]
+    )
+
+
+@dataclass(frozen=True)
+class RobotProblem:
+    model: pm.Model
+    X_test: np.ndarray
+    Y_test: np.ndarray
+    floor: float
+
+
+def robot_problem() -> RobotProblem:
+    X, Y = make_robot_arm(N_TRAIN, rng=TRAIN_SEED, noise_sd=NOISE_SD)
+    X_test, Y_test = make_robot_arm(N_TEST, rng=TEST_SEED, noise_sd=NOISE_SD)
+    with pm.Model() as model:
+        s_in = pm.HalfNormal("s_in", SCALE_PRIOR_SD)
+        s_b = pm.HalfNormal("s_b", SCALE_PRIOR_SD)
+        s_out = pm.HalfNormal("s_out", SCALE_PRIOR_SD)
+        sigma = pm.HalfNormal("sigma", NOISE_PRIOR_SD)
+        z_in = pm.Normal("z_in", 0.0, 1.0, shape=(2, N_HIDDEN))
+        z_b = pm.Normal("z_b", 0.0, 1.0, shape=N_HIDDEN)
+        z_out = pm.Normal("z_out", 0.0, 1.0, shape=(N_HIDDEN, 2))
+        z_ob = pm.Normal("z_ob", 0.0, 1.0, shape=2)
+        hidden = pt.tanh(pt.as_tensor(X) @ (s_in * z_in) + s_b * z_b)
+        output = hidden @ (s_out * z_out) + s_out * z_ob
+        pm.Normal("y", output, sigma, observed=Y)
+    floor = float(np.mean(np.sum((Y_test - robot_arm_clean(X_test)) ** 2, axis=1)))
+    return RobotProblem(model, X_test, Y_test, floor)
+
+
+def predictive_mean(idata, X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Network outputs averaged over all draws, and per chain (Neal's Eq. 9)."""
+    post = {name: draws_of(idata, name) for name in (*SCALES, "z_in", "z_b", "z_out", "z_ob")}
+    n_chains = post["s_in"].shape[0]
+    per_chain = []
+    for c in range(n_chains):
+        s_in, s_b, s_out = (post[name][c][:, None, None] for name in SCALES)
+        w_in = s_in * post["z_in"][c]
+        b = s_b[:, :, 0] * post["z_b"][c]
+        w_out = s_out * post["z_out"][c]
+        b_out = s_out[:, :, 0] * post["z_ob"][c]
+        hidden = np.tanh(np.einsum("ni,sih->snh", X, w_in) + b[:, None, :])
+        out = np.einsum("snh,sho->sno", hidden, w_out) + b_out[:, None, :]
+        per_chain.append(out.mean(axis=0))
+    return np.mean(per_chain, axis=0), per_chain
+
+
+def test_error(prediction: np.ndarray, Y: np.ndarray) -> float:
+    return float(np.mean(np.sum((prediction - Y) ** 2, axis=1)))
+
+
+def robot_metrics(run: Run, problem: RobotProblem) -> dict:
+    idata = run.idata
+    mean, per_chain = predictive_mean(idata, problem.X_test)
+    chain_errors = [test_error(p, problem.Y_test) for p in per_chain]
+    rhat = {name: float(az.rhat(draws_of(idata, name))) for name in HYPER}
+    ess = {name: float(az.ess(draws_of(idata, name), method="bulk")) for name in HYPER}
+    min_ess = min(ess[name] for name in SCALES)
+    diverging = stat_of(idata, "diverging")
+    out = {
+        "test_error": test_error(mean, problem.Y_test),
+        "chain_errors": (min(chain_errors), max(chain_errors)),
+        "rhat": rhat,
+        "ess": ess,
+        "max_rhat_scales": max(rhat[name] for name in SCALES),
+        "min_ess_scales": min_ess,
+        "ess_per_s": min_ess / run.seconds,
+        "ess_per_kgrad": 1000 * min_ess / run.grads,
+        "grads_per_draw": run.grads / run.iterations,
+        "divergences": int(diverging.sum()),
+        "step_size": float(np.median(stat_of(idata, "step_size"))),
+        "sigma_mean": float(draws_of(idata, "sigma").mean()),
+    }
+    names = set(idata["sample_stats"].data_vars)
+    if "reached_max_treedepth" in names:
+        out["max_depth"] = float(stat_of(idata, "reached_max_treedepth").mean())
+    for accept in ("accept", "mean_tree_accept"):
+        if accept in names:
+            out["accept"] = float(stat_of(idata, accept).mean())
+    return out
+
+
+def sd_step(settings: dict, correct: bool = True) -> Callable[[], StochasticDynamics]:
+    return lambda: StochasticDynamics(correct=correct, **settings)
+
+
+def bench_explore(s: Settings) -> Section:
+    problem = robot_problem()
+    print(f"  warm-up compile: {warm_up(problem.model):.1f} s (untimed)", flush=True)
+    starts = jittered_starts(problem.model, s.chains, SEED)
+    rows = []
+    for alpha, n_leapfrog, thin, correct in EXPLORE_GRID:
+        settings = {"alpha": alpha, "n_leapfrog": n_leapfrog, "thin": thin}
+        label = sd_label(settings, correct)
+        run = sample(
+            label,
+            problem.model,
+            sd_step(settings, correct),
+            chains=s.chains,
+            cores=s.cores,
+            tune=s.explore_tune,
+            draws=s.explore_draws,
+            starts=starts,
+            grad_stat="n_grad_evals",
+        )
+        m = robot_metrics(run, problem)
+        rows.append(
+            [
+                label + (" ← chosen" if settings == ROBOT_SD and correct else ""),
+                f"{m['grads_per_draw']:.0f}",
+                f"{run.seconds:.1f}",
+                f"{m['test_error']:.5f}",
+                fmt_rhat(m["max_rhat_scales"]),
+                fmt_rhat(m["rhat"]["sigma"]),
+                f"{m['min_ess_scales']:.0f}",
+                fmt(m["ess_per_kgrad"]),
+                fmt(m["step_size"]),
+                f"{m['accept']:.2f}",
+                str(m["divergences"]),
+            ]
+        )
+    table = md_table(
+        [
+            "StochasticDynamics settings",
+            "grads/draw",
+            "wall s",
+            "test error",
+            "max R-hat scales",
+            "R-hat σ",
+            "min ESS scales",
+            "ESS/1k grads",
+            "step size",
+            "accept",
+            "div.",
+        ],
+        rows,
+    )
+    body = "\n".join(
+        [
+            "## 1. Settings scan of `StochasticDynamics` on the robot arm",
+            "",
+            f"Model, data and starts as in section 2; {s.chains} chains, cores={s.cores}, "
+            f"tune={s.explore_tune}, draws={s.explore_draws} (each draw = `thin` transitions of "
+            "`L` leapfrog steps). L = n_leapfrog; grads/draw counts the tuning phase too (total "
+            "gradient evaluations / (tune + draws) per chain). Step size: median of the tuned "
+            "(post-tuning) values, in units of the adapted diagonal mass matrix; accept: mean "
+            "Metropolis acceptance probability min(1, exp(−ΔH)) (computed but not applied for "
+            "the uncorrected run). The settings of section 2 were chosen from this scan run "
+            "with `--quick` (50 tune + 50 draws): among the cheap (~100 gradients per draw) "
+            "exact settings the one with the best scale ESS per gradient and no divergences.",
+            "",
+            table,
+        ]
+    )
+    return Section("explore", body)
+
+
+def robot_row(name: str, settings: str, run: Run, m: dict) -> list[str]:
+    lo, hi = m["chain_errors"]
+    return [
+        name,
+        settings,
+        f"{m['test_error']:.5f}",
+        f"{lo:.5f}–{hi:.5f}",
+        fmt_rhat(m["max_rhat_scales"]),
+        f"{m['min_ess_scales']:.0f}",
+        f"{run.grads / 1e6:.2f}",
+        f"{m['grads_per_draw']:.0f}",
+        f"{run.seconds:.0f}",
+        fmt(m["ess_per_s"]),
+        fmt(m["ess_per_kgrad"]),
+        str(m["divergences"]),
+        f"{m['max_depth']:.2f}" if "max_depth" in m else "–",
+        fmt(m["step_size"]),
+        f"{m['accept']:.2f}",
+    ]
+
+
+def bench_robot(s: Settings) -> Section:
+    problem = robot_problem()
+    print(f"  warm-up compile: {warm_up(problem.model):.1f} s (untimed)", flush=True)
+    starts = jittered_starts(problem.model, s.chains, SEED)
+    common = {
+        "chains": s.chains,
+        "cores": s.cores,
+        "tune": s.robot_tune,
+        "draws": s.robot_draws,
+        "starts": starts,
+    }
+    runs: list[tuple[str, str, Run]] = []
+    exact = sample(
+        "SD exact",
+        problem.model,
+        sd_step(ROBOT_SD, True),
+        grad_stat="n_grad_evals",
+        **common,
+    )
+    runs.append(("StochasticDynamics exact", sd_label(ROBOT_SD), exact))
+    uncorrected = sample(
+        "SD uncorrected",
+        problem.model,
+        sd_step(ROBOT_SD, False),
+        grad_stat="n_grad_evals",
+        **common,
+    )
+    runs.append(("StochasticDynamics uncorrected", sd_label(ROBOT_SD, False), uncorrected))
+    nuts = sample("NUTS", problem.model, None, grad_stat="tree_size", **common)
+    runs.append(("NUTS", "PyMC defaults (target_accept 0.8, max_treedepth 10)", nuts))
+    eps = float(np.median(stat_of(exact.idata, "step_size")))
+    path_length = eps * ROBOT_SD["n_leapfrog"] * ROBOT_SD["thin"]
+    hmc = sample(
+        "HMC",
+        problem.model,
+        lambda: pm.HamiltonianMC(path_length=path_length),
+        grad_stat="n_steps",
+        **common,
+    )
+    runs.append(("HamiltonianMC", f"path_length={path_length:.3g}, target_accept 0.65", hmc))
+
+    metrics = {}
+    rows, hyper_rows = [], []
+    for name, settings, run in runs:
+        m = robot_metrics(run, problem)
+        metrics[name] = (run, m)
+        rows.append(robot_row(name, settings, run, m))
+        hyper_rows.append(
+            [name]
+            + [f"{m['rhat'][v]:.3f} / {m['ess'][v]:.0f}" for v in HYPER]
+            + [f"{m['sigma_mean']:.4f}"]
+        )
+    table = md_table(
+        [
+            "sampler",
+            "settings",
+            "test error",
+            "per-chain test error",
+            "max R-hat scales",
+            "min ESS scales",
+            "grads (M)",
+            "grads/draw",
+            "wall s",
+            "ESS/s",
+            "ESS/1k grads",
+            "div.",
+            "max depth",
+            "step size",
+            "accept",
+        ],
+        rows,
+    )
+    hyper_table = md_table(
+        ["sampler", *(f"{v}: R-hat / ESS" for v in HYPER), "posterior mean σ"], hyper_rows
+    )
+    body = "\n".join(
+        [
+            "## 2. Robot arm: 2-16-2 network with group scales (Neal 1993, §3)",
+            "",
+            f"{N_TRAIN} training / {N_TEST} test cases from `make_robot_arm` (noise sd "
+            f"{NOISE_SD}, seeds {TRAIN_SEED} / {TEST_SEED}); tanh hidden units, linear outputs, "
+            "`w = s · z`, `z ~ N(0, 1)`; scales `s_in` (input→hidden weights), `s_b` (hidden "
+            f"biases), `s_out` (hidden→output weights and output biases) ~ HalfNormal"
+            f"({SCALE_PRIOR_SD:g}); noise sd σ ~ HalfNormal({NOISE_PRIOR_SD:g}); Gaussian "
+            f"likelihood. {s.chains} chains, cores={s.cores}, tune={s.robot_tune}, "
+            f"draws={s.robot_draws} for every sampler (the anchor NUTS run used 4 × 1000 "
+            "draws), the same jittered starts. Test error: mean over the test cases of the "
+            "squared error of the posterior-averaged outputs, summed over both outputs "
+            f"(Neal's 0.00559); the noiseless function scores **{problem.floor:.5f}** on this "
+            "test set (the floor; 2 · 0.05² = 0.005 in expectation). Per-chain test error: "
+            "the same with each chain's average alone (min–max). Wall time includes "
+            "compilation and tuning; grads include tuning; 'max depth': fraction of NUTS "
+            "draws at the maximum tree depth; div.: divergent draws after tuning; ESS/s and "
+            "ESS/1k grads use the smallest bulk ESS of the three scales. HamiltonianMC's "
+            "path length is the exact run's median step size × L × thin. Anchor (PYMC_NOTES, "
+            f"NUTS, 4 × 1000 draws, similar machine, possibly another prior): {ANCHOR_NUTS}.",
+            "",
+            table,
+            "",
+            "R-hat / bulk ESS of each hyperparameter:",
+            "",
+            hyper_table,
+            "",
+            "**Reading.** " + robot_reading(metrics, problem.floor),
+        ]
+    )
+    return Section("robot", body)
+
+
+def robot_reading(metrics: dict, floor: float) -> str:
+    _, ex = metrics["StochasticDynamics exact"]
+    ex_run = metrics["StochasticDynamics exact"][0]
+    nuts_run, nuts = metrics["NUTS"]
+    unc_run, unc = metrics["StochasticDynamics uncorrected"]
+    _hmc_run, hmc = metrics["HamiltonianMC"]
+    ratio = ex["test_error"] / nuts["test_error"]
+    matches = abs(ratio - 1) <= 0.05
+    converged = {name: m["max_rhat_scales"] <= 1.01 for name, (_, m) in metrics.items()}
+    loose = {name: m["max_rhat_scales"] <= 1.05 for name, (_, m) in metrics.items()}
+    time_ratio = ex_run.seconds / nuts_run.seconds
+    parts = [
+        f"The exact StochasticDynamics run reaches test error {ex['test_error']:.5f} against "
+        f"NUTS's {nuts['test_error']:.5f} ({ratio:.2f}×; floor {floor:.5f}) in "
+        f"{time_ratio:.2f}× NUTS's wall time ({ex_run.seconds:.0f} s vs "
+        f"{nuts_run.seconds:.0f} s) with {ex_run.grads / nuts_run.grads:.2f}× its gradient "
+        "evaluations."
+    ]
+    rh = ", ".join(f"{name} {m['max_rhat_scales']:.2f}" for name, (_, m) in metrics.items())
+    parts.append(
+        f"Largest scale R-hat: {rh} — "
+        + (
+            "all ≤ 1.01."
+            if all(converged.values())
+            else "≤ 1.01 for "
+            + (", ".join(n for n, ok in converged.items() if ok) or "none")
+            + ", ≤ 1.05 for "
+            + (", ".join(n for n, ok in loose.items() if ok) or "none")
+            + "; the scales are not converged where R-hat exceeds these."
+        )
+    )
+    parts.append(
+        f"Scale ESS per 1000 gradients: exact {ex['ess_per_kgrad']:.3g}, uncorrected "
+        f"{unc['ess_per_kgrad']:.3g}, NUTS {nuts['ess_per_kgrad']:.3g}, HMC "
+        f"{hmc['ess_per_kgrad']:.3g}; NUTS spent {nuts.get('max_depth', 0):.0%} of its draws at "
+        f"the maximum tree depth (uncorrected run: {unc_run.seconds:.0f} s, test error "
+        f"{unc['test_error']:.5f})."
+    )
+    goal = matches and converged["StochasticDynamics exact"] and time_ratio < 1
+    parts.append(
+        "Goal of the issue (NUTS's test error within 5 %, scales converged at R-hat ≤ 1.01, in "
+        "a fraction of NUTS's time): "
+        + (
+            "met."
+            if goal
+            else "not met — "
+            + "; ".join(
+                reason
+                for reason, failed in (
+                    ("test error differs by more than 5 %", not matches),
+                    ("scale R-hat above 1.01", not converged["StochasticDynamics exact"]),
+                    ("not faster than NUTS", time_ratio >= 1),
+                )
+                if failed
+            )
+            + "."
+        )
+    )
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------- minibatch
+@dataclass(frozen=True)
+class LinearProblem:
+    X: np.ndarray
+    y: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray
+
+
+def linear_problem() -> LinearProblem:
+    rng = np.random.default_rng(SEED + 1)
+    lags = np.abs(np.subtract.outer(np.arange(LIN_FEATURES), np.arange(LIN_FEATURES)))
+    chol = np.linalg.cholesky(LIN_RHO**lags)
+    X = rng.standard_normal((LIN_ROWS, LIN_FEATURES)) @ chol.T
+    w_true = rng.standard_normal(LIN_FEATURES)
+    y = X @ w_true + LIN_NOISE_SD * rng.standard_normal(LIN_ROWS)
+    precision = X.T @ X / LIN_NOISE_SD**2 + np.eye(LIN_FEATURES) / LIN_PRIOR_SD**2
+    cov = np.linalg.inv(precision)
+    mean = cov @ (X.T @ y) / LIN_NOISE_SD**2
+    return LinearProblem(X, y, mean, np.sqrt(np.diag(cov)))
+
+
+def linear_model(problem: LinearProblem, batch_size: int | None) -> pm.Model:
+    with pm.Model() as model:
+        if batch_size is None:
+            X, y, total = problem.X, problem.y, None
+        else:
+            X, y = pm.Minibatch(problem.X, problem.y, batch_size=batch_size)
+            total = LIN_ROWS
+        w = pm.Normal("w", 0.0, LIN_PRIOR_SD, shape=LIN_FEATURES)
+        pm.Normal("y", X @ w, LIN_NOISE_SD, observed=y, total_size=total)
+    return model
+
+
+def bench_minibatch(s: Settings) -> Section:
+    problem = linear_problem()
+    full = linear_model(problem, None)
+    starts = jittered_starts(full, s.lin_chains, SEED)
+    common = {
+        "chains": s.lin_chains,
+        "cores": s.cores,
+        "tune": s.lin_tune,
+        "draws": s.lin_draws,
+        "starts": starts,
+    }
+    models = {batch: linear_model(problem, batch) for batch in s.batch_sizes}
+    for model in (full, *models.values()):
+        print(f"  warm-up compile: {warm_up(model):.1f} s (untimed)", flush=True)
+    cases: list[tuple[str, str, Run]] = []
+    for batch in s.batch_sizes:
+        run = sample(
+            f"SD minibatch {batch}",
+            models[batch],
+            sd_step(MINIBATCH_SD, False),
+            grad_stat="n_grad_evals",
+            **common,
+        )
+        cases.append(
+            (f"StochasticDynamics uncorrected, batch {batch}", sd_label(MINIBATCH_SD), run)
+        )
+    run = sample("SD full", full, sd_step(FULL_SD, True), grad_stat="n_grad_evals", **common)
+    cases.append(("StochasticDynamics exact, full batch", sd_label(FULL_SD), run))
+    run = sample("NUTS full", full, None, grad_stat="tree_size", **common)
+    cases.append(("NUTS, full batch", "PyMC defaults", run))
+
+    rows, summary = [], {}
+    for name, settings, run in cases:
+        w = draws_of(run.idata, "w")
+        flat = w.reshape(-1, LIN_FEATURES)
+        z = (flat.mean(axis=0) - problem.mean) / problem.sd
+        ratio = flat.std(axis=0) / problem.sd
+        ess = np.array([az.ess(w[..., k], method="bulk") for k in range(LIN_FEATURES)])
+        rhat = max(float(az.rhat(w[..., k])) for k in range(LIN_FEATURES))
+        names = set(run.idata["sample_stats"].data_vars)
+        share = (
+            f"{stat_of(run.idata, 'gradient_noise_share').mean():.2f}"
+            if "gradient_noise_share" in names and "minibatch" in name
+            else "–"
+        )
+        summary[name] = {
+            "max_z": float(np.max(np.abs(z))),
+            "ratio": (float(ratio.min()), float(ratio.max())),
+            "s_per_ess": run.seconds / float(ess.min()),
+            "seconds": run.seconds,
+        }
+        rows.append(
+            [
+                name,
+                settings,
+                f"{np.max(np.abs(z)):.2f}",
+                f"{np.sqrt(np.mean(z**2)):.2f}",
+                f"{ratio.min():.2f}–{ratio.max():.2f}",
+                fmt_rhat(rhat),
+                f"{ess.min():.0f}",
+                f"{run.seconds:.1f}",
+                fmt(run.seconds / ess.min()),
+                f"{run.grads / 1e3:.0f}",
+                fmt(float(np.median(stat_of(run.idata, "step_size")))),
+                share,
+            ]
+        )
+    table = md_table(
+        [
+            "sampler",
+            "settings",
+            "max |mean err| / sd",
+            "RMS mean err / sd",
+            "sd ratio (min–max)",
+            "max R-hat",
+            "min ESS",
+            "wall s",
+            "s per ESS",
+            "grads (k)",
+            "step size",
+            "noise share",
+        ],
+        rows,
+    )
+    body = "\n".join(
+        [
+            "## 3. Minibatch against full batch: Bayesian linear regression",
+            "",
+            f"{LIN_ROWS:,} rows, {LIN_FEATURES} Gaussian features with correlation "
+            f"{LIN_RHO:g}^|i−j|, true weights N(0, 1), known noise sd {LIN_NOISE_SD:g}, prior "
+            f"N(0, {LIN_PRIOR_SD:g}²): the exact posterior is Gaussian (posterior sds "
+            f"{problem.sd.min():.2g}–{problem.sd.max():.2g}). Minibatch runs: `X_b, y_b = "
+            "pm.Minibatch(X, y, batch_size=b)`, likelihood with `total_size=100000`, "
+            "`StochasticDynamics(correct=False)`; full-batch runs see all rows in every "
+            f"gradient. {s.lin_chains} chains, cores={s.cores}, tune={s.lin_tune}, "
+            f"draws={s.lin_draws}, the same jittered starts (prior-scale away from the "
+            "posterior). Mean error: |sample mean − exact mean| / exact sd per weight (max "
+            "and RMS over the weights; with ESS n the Monte Carlo error alone is about "
+            "1/√n); sd ratio: sample sd / exact sd. s per ESS: wall time (compile and tuning "
+            "included) / smallest bulk ESS over the weights. Noise share: mean of the "
+            "`gradient_noise_share` stat (tuned towards 0.5). Grads include the tuning "
+            "phase; a minibatch gradient costs far less than a full one.",
+            "",
+            table,
+            "",
+            "**Reading.** " + minibatch_reading(summary),
+        ]
+    )
+    return Section("minibatch", body)
+
+
+def minibatch_reading(summary: dict) -> str:
+    nuts = summary["NUTS, full batch"]
+    exact = summary["StochasticDynamics exact, full batch"]
+    parts = [
+        f"Full batch, the exact StochasticDynamics run is within {exact['max_z']:.2f} sd of the "
+        f"exact means with sd ratios {exact['ratio'][0]:.2f}–{exact['ratio'][1]:.2f} "
+        f"({exact['s_per_ess']:.3g} s per effective sample; NUTS {nuts['max_z']:.2f} sd, "
+        f"{nuts['ratio'][0]:.2f}–{nuts['ratio'][1]:.2f}, {nuts['s_per_ess']:.3g} s)."
+    ]
+    for name, m in summary.items():
+        if "minibatch" not in name:
+            continue
+        biased = m["max_z"] > 1 or m["ratio"][0] < 0.8 or m["ratio"][1] > 1.25
+        parts.append(
+            f"{name.split(', ')[1].capitalize()}: mean error up to {m['max_z']:.2f} sd, sd ratio "
+            f"{m['ratio'][0]:.2f}–{m['ratio'][1]:.2f}, {m['s_per_ess']:.3g} s per effective "
+            "sample — "
+            + (
+                "visibly biased (mean off by more than 1 sd or sd off by more than 20–25 %)."
+                if biased
+                else "within 1 sd of the exact means and 20–25 % of the sds."
+            )
+        )
+    fastest = min(summary, key=lambda n: summary[n]["s_per_ess"])
+    parts.append(f"Cheapest per effective sample here: {fastest}.")
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ output
+BENCHMARKS = {"explore": bench_explore, "robot": bench_robot, "minibatch": bench_minibatch}
+
+
+def sub_marks(key: str) -> tuple[str, str]:
+    return f"<!-- dynamics:{key} -->", f"<!-- /dynamics:{key} -->"
+
+
+def write_results(path: Path, header: str, sections: list[Section]) -> None:
+    """Replace the dynamics block of ``path`` (or only the subsections run), keeping the rest.
+
+    The file is read right before it is written: another script writes its own section."""
+    text = path.read_text() if path.exists() else ""
+    if START_MARK in text and END_MARK in text.split(START_MARK, 1)[1]:
+        before, rest = text.split(START_MARK, 1)
+        inner, after = rest.split(END_MARK, 1)
+    else:
+        before, inner, after = (text.rstrip() + "\n\n" if text.strip() else ""), "", "\n"
+    old = {}
+    for key in BENCHMARKS:
+        start, stop = sub_marks(key)
+        if start in inner and stop in inner:
+            old[key] = inner.split(start, 1)[1].split(stop, 1)[0].strip("\n")
+    for sec in sections:
+        old[sec.key] = sec.body
+    blocks = [START_MARK, header]
+    for key in BENCHMARKS:
+        if key in old:
+            start, stop = sub_marks(key)
+            blocks += [start, old[key], stop]
+    blocks.append(END_MARK)
+    path.write_text(before + "\n\n".join(blocks) + after)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="~10× smaller budgets (smoke run)")
+    parser.add_argument("--only", choices=sorted(BENCHMARKS), help="run one benchmark")
+    parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="markdown file to update")
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    if any(os.environ.get(var) != "1" for var in BLAS_THREAD_VARS):
+        # NumPy reads these when it loads, so set them and start afresh.
+        os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, "1"))
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv])
+    s = Settings.quick() if args.quick else Settings()
+
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    logging.getLogger("pymc_sfp").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="arviz.*")
+
+    env = environment()
+    keys = [args.only] if args.only else list(BENCHMARKS)
+    sections = []
+    began = time.perf_counter()
+    for key in keys:
+        print(f"[{key}]", flush=True)
+        t0 = time.perf_counter()
+        sec = BENCHMARKS[key](s)
+        sec.seconds = time.perf_counter() - t0
+        stamp = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
+        sec.body += (
+            f"\n\n_Run {stamp}, {s.mode} settings, this benchmark took {sec.seconds:.0f} s._"
+        )
+        print("\n" + sec.body + "\n", flush=True)
+        sections.append(sec)
+    total = time.perf_counter() - began
+    header = "\n".join(
+        [
+            "# Stochastic-dynamics benchmarks (`pymc_sfp.StochasticDynamics`)",
+            "",
+            "Generated by `python benchmarks/dynamics_benchmarks.py"
+            + (" --quick" if args.quick else "")
+            + (f" --only {args.only}" if args.only else "")
+            + f"` ({s.mode} settings; the latest run took {total:.0f} s). Timings are "
+            "wall-clock on the machine below, which may have been shared; nothing asserts on "
+            "them. How each benchmark measures is described in its section and in the script's "
+            "docstring. BLAS is pinned to one thread (two chains run in parallel on two cores).",
+            "",
+            "Environment of the latest run:",
+            "",
+            env,
+        ]
+    )
+    write_results(args.output, header, sections)
+    print(f"wrote {args.output} ({total:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
