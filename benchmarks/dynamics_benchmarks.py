@@ -24,7 +24,7 @@ of jittering them a second time — otherwise it runs with PyMC's defaults). Wal
 and tuning are included. ESS is ArviZ's bulk ESS (``az.ess``), R-hat ArviZ's rank-normalised
 split R-hat (``az.rhat``), both over the post-tuning draws of all chains. Gradient evaluations
 include the tuning phase: the sum of the ``n_grad_evals`` stat for ``StochasticDynamics``, of
-``tree_size`` (leapfrog steps) for NUTS and of ``n_steps`` for ``pm.HamiltonianMC``. ESS per
+``n_steps`` (leapfrog steps; PyMC 6 renames NUTS's ``tree_size``) for NUTS and ``pm.HamiltonianMC``. ESS per
 second and per 1000 gradient evaluations therefore charge each sampler its whole cost.
 
 1. ``explore`` — a scan of ``StochasticDynamics`` settings (alpha, n_leapfrog, thin; exact and
@@ -405,7 +405,7 @@ def robot_metrics(run: Run, problem: RobotProblem) -> dict:
     names = set(idata["sample_stats"].data_vars)
     if "reached_max_treedepth" in names:
         out["max_depth"] = float(stat_of(idata, "reached_max_treedepth").mean())
-    for accept in ("accept", "mean_tree_accept"):
+    for accept in ("accept", "acceptance_rate"):
         if accept in names:
             out["accept"] = float(stat_of(idata, accept).mean())
     return out
@@ -535,7 +535,7 @@ def bench_robot(s: Settings) -> Section:
         **common,
     )
     runs.append(("StochasticDynamics uncorrected", sd_label(ROBOT_SD, False), uncorrected))
-    nuts = sample("NUTS", problem.model, None, grad_stat="tree_size", **common)
+    nuts = sample("NUTS", problem.model, None, grad_stat="n_steps", **common)
     runs.append(("NUTS", "PyMC defaults (target_accept 0.8, max_treedepth 10)", nuts))
     eps = float(np.median(stat_of(exact.idata, "step_size")))
     path_length = eps * ROBOT_SD["n_leapfrog"] * ROBOT_SD["thin"]
@@ -739,7 +739,7 @@ def bench_minibatch(s: Settings) -> Section:
         )
     run = sample("SD full", full, sd_step(FULL_SD, True), grad_stat="n_grad_evals", **common)
     cases.append(("StochasticDynamics exact, full batch", sd_label(FULL_SD), run))
-    run = sample("NUTS full", full, None, grad_stat="tree_size", **common)
+    run = sample("NUTS full", full, None, grad_stat="n_steps", **common)
     cases.append(("NUTS, full batch", "PyMC defaults", run))
 
     rows, summary = [], {}
@@ -753,7 +753,7 @@ def bench_minibatch(s: Settings) -> Section:
         names = set(run.idata["sample_stats"].data_vars)
         share = (
             f"{stat_of(run.idata, 'gradient_noise_share').mean():.2f}"
-            if "gradient_noise_share" in names and "minibatch" in name
+            if "gradient_noise_share" in names and run.name.startswith("SD minibatch")
             else "–"
         )
         summary[name] = {
