@@ -82,6 +82,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from _report import Section, md_table, pin_blas_threads, write_block  # benchmarks/ on sys.path
 
 import pymc_sfp
 from pymc_sfp import StochasticDynamics
@@ -90,7 +91,6 @@ from pymc_sfp.datasets import make_robot_arm
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 START_MARK = "<!-- dynamics:start -->"
 END_MARK = "<!-- dynamics:end -->"
-BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 SEED = 20_240_612
 TRAIN_SEED, TEST_SEED = 1993, 1994
@@ -158,13 +158,6 @@ class Settings:
 
 
 @dataclass
-class Section:
-    key: str
-    body: str
-    seconds: float = 0.0
-
-
-@dataclass
 class Run:
     """One ``pm.sample`` call and what was measured on it."""
 
@@ -178,12 +171,6 @@ class Run:
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def environment() -> str:
     cpu = "unknown"
     try:
@@ -945,36 +932,6 @@ def minibatch_reading(summary: dict) -> str:
 BENCHMARKS = {"explore": bench_explore, "robot": bench_robot, "minibatch": bench_minibatch}
 
 
-def sub_marks(key: str) -> tuple[str, str]:
-    return f"<!-- dynamics:{key} -->", f"<!-- /dynamics:{key} -->"
-
-
-def write_results(path: Path, header: str, sections: list[Section]) -> None:
-    """Replace the dynamics block of ``path`` (or only the subsections run), keeping the rest.
-
-    The file is read right before it is written: another script writes its own section."""
-    text = path.read_text() if path.exists() else ""
-    if START_MARK in text and END_MARK in text.split(START_MARK, 1)[1]:
-        before, rest = text.split(START_MARK, 1)
-        inner, after = rest.split(END_MARK, 1)
-    else:
-        before, inner, after = (text.rstrip() + "\n\n" if text.strip() else ""), "", "\n"
-    old = {}
-    for key in BENCHMARKS:
-        start, stop = sub_marks(key)
-        if start in inner and stop in inner:
-            old[key] = inner.split(start, 1)[1].split(stop, 1)[0].strip("\n")
-    for sec in sections:
-        old[sec.key] = sec.body
-    blocks = [START_MARK, header]
-    for key in BENCHMARKS:
-        if key in old:
-            start, stop = sub_marks(key)
-            blocks += [start, old[key], stop]
-    blocks.append(END_MARK)
-    path.write_text(before + "\n\n".join(blocks) + after)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="~10× smaller budgets (smoke run)")
@@ -982,11 +939,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="markdown file to update")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    if any(os.environ.get(var) != "1" for var in BLAS_THREAD_VARS):
-        # NumPy reads these when it loads, so set them and start afresh.
-        os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, "1"))
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv])
+    pin_blas_threads(1, argv, __file__)
     s = Settings.quick() if args.quick else Settings()
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -1028,7 +981,15 @@ def main(argv: list[str] | None = None) -> int:
             env,
         ]
     )
-    write_results(args.output, header, sections)
+    write_block(
+        args.output,
+        prefix="dynamics",
+        begin=START_MARK,
+        end=END_MARK,
+        keys=list(BENCHMARKS),
+        header=header,
+        sections=sections,
+    )
     print(f"wrote {args.output} ({total:.0f} s)", flush=True)
     return 0
 

@@ -62,14 +62,16 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+import _report
 import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from _report import Section, md_table, pin_blas_threads, write_block  # benchmarks/ on sys.path
 from pymc.blocking import DictToArrayBijection
 from scipy import stats
 
@@ -96,7 +98,6 @@ MIX2_WEIGHTS = np.array([0.5, 0.5])
 MIX2_BOX = (-10.0, 10.0)
 
 SEED = 20_240_611
-BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 # ---------------------------------------------------------------------------------------- settings
@@ -155,23 +156,7 @@ class Settings:
         )
 
 
-@dataclass
-class Section:
-    """One benchmark's markdown (its heading included)."""
-
-    key: str
-    body: str
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-
 # ----------------------------------------------------------------------------------------- helpers
-def md_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def fmt(value: float, digits: int = 3) -> str:
     """Short number formatting for tables."""
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
@@ -843,7 +828,7 @@ def probe_collocation(Ls, budget_s: float) -> dict[int, float]:
 
 def blas_default_probe(Ls, budget_s: float) -> dict[int, float] | None:
     """Collocation builder times with OpenBLAS's default thread count, in a fresh process."""
-    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
+    env = {k: v for k, v in os.environ.items() if k not in _report.BLAS_THREAD_VARS}
     command = [sys.executable, str(Path(__file__).resolve()), "--blas-threads", "0"]
     command += [
         "--probe-collocation",
@@ -1311,34 +1296,6 @@ BENCHMARKS = {
 }
 
 
-def sub_marks(key: str) -> tuple[str, str]:
-    return f"<!-- sfp:{key} -->", f"<!-- /sfp:{key} -->"
-
-
-def write_results(path: Path, header: str, sections: list[Section]) -> None:
-    """Replace the SFP section of ``path`` (or only the subsections run), keeping the rest."""
-    text = path.read_text() if path.exists() else ""
-    if BEGIN_MARK in text and END_MARK in text:
-        before, rest = text.split(BEGIN_MARK, 1)
-        inner, after = rest.split(END_MARK, 1)
-    else:
-        before, inner, after = (text.rstrip() + "\n\n" if text.strip() else ""), "", "\n"
-    old = {}
-    for key in BENCHMARKS:
-        start, stop = sub_marks(key)
-        if start in inner and stop in inner:
-            old[key] = inner.split(start, 1)[1].split(stop, 1)[0].strip("\n")
-    for sec in sections:
-        old[sec.key] = sec.body
-    blocks = [BEGIN_MARK, header]
-    for key in BENCHMARKS:
-        if key in old:
-            start, stop = sub_marks(key)
-            blocks += [start, old[key], stop]
-    blocks.append(END_MARK)
-    path.write_text(before + "\n\n".join(blocks) + after)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="~10× smaller budgets (smoke run)")
@@ -1355,13 +1312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-budget", type=float, default=0.5, help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    if args.blas_threads > 0 and any(
-        os.environ.get(var) != str(args.blas_threads) for var in BLAS_THREAD_VARS
-    ):
-        # NumPy reads these when it loads, so set them and start afresh.
-        os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, str(args.blas_threads)))
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv])
+    pin_blas_threads(args.blas_threads, argv, __file__)
     if args.probe_collocation:
         Ls = [int(v) for v in args.probe_collocation.split(",")]
         print("PROBE " + json.dumps(probe_collocation(Ls, args.probe_budget)), flush=True)
@@ -1406,7 +1357,15 @@ def main(argv: list[str] | None = None) -> int:
             env,
         ]
     )
-    write_results(args.output, header, sections)
+    write_block(
+        args.output,
+        prefix="sfp",
+        begin=BEGIN_MARK,
+        end=END_MARK,
+        keys=list(BENCHMARKS),
+        header=header,
+        sections=sections,
+    )
     print(f"wrote {args.output} ({total:.0f} s)", flush=True)
     return 0
 
