@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 import pytensor  # noqa: E402
 import xarray as xr  # noqa: E402
-from _report import md_table, write_block  # noqa: E402  (benchmarks/ is on sys.path)
+from _report import Section, md_table, write_block  # noqa: E402  (benchmarks/ is on sys.path)
 from pymc.blocking import DictToArrayBijection  # noqa: E402
 
 import pymc_sfp  # noqa: E402
@@ -371,6 +371,22 @@ the SFP-S run); SFP-I builds and samples its own model.
 </details>"""
 
 
+def incremental_series_prediction(
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_test: np.ndarray,
+    layer_sizes: tuple[int, ...],
+    settings: Settings,
+) -> np.ndarray:
+    """SFP-I one-step-ahead predictions: ``fit`` on the first half of the training windows, then
+    the other half one window at a time, in time order (one sweep each)."""
+    n_initial = len(X_train) // 2
+    learner = IncrementalSFP(layer_sizes, D=SERIES_D, L=settings.series_L, random_seed=SEED)
+    learner.fit(X_train[:n_initial], y_train[:n_initial], sweeps=settings.series_sweeps)
+    learner.partial_fit(X_train[n_initial:], y_train[n_initial:])
+    return learner.predict(X_test)[:, 0]
+
+
 def regression_rows(
     label: str,
     data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -378,8 +394,10 @@ def regression_rows(
     settings: Settings,
     *,
     with_map: bool,
+    with_incremental: bool = False,
 ) -> list[tuple[str, float, float]]:
-    """Test MSE and wall time of SFP-S, SFP-MLE, NUTS, optionally MAP, and trivial predictors.
+    """Test MSE and wall time of SFP-S, SFP-MLE, optionally SFP-I, NUTS, optionally MAP, and
+    trivial predictors.
 
     Returns
     -------
@@ -393,6 +411,11 @@ def regression_rows(
     rows = [("SFP-S", mse(y_test, network.predict_mean(idata, X_test).values), sfp_s)]
     mle_predictions, mle_s = timed(partial(mle_prediction, idata, network, X_test))
     rows.append(("SFP-MLE", mse(y_test, mle_predictions), mle_s))
+    if with_incremental:
+        predictions, sfp_i_s = timed(
+            partial(incremental_series_prediction, X_train, y_train, X_test, layer_sizes, settings)
+        )
+        rows.append(("SFP-I", mse(y_test, predictions), sfp_i_s))
     (nuts_idata, divergences), nuts_s = timed(partial(sample_nuts, model, settings, SEED))
     nuts_mse = mse(y_test, network.predict_mean(nuts_idata, X_test).values)
     rows.append((f"NUTS ({divergences} divergences)", nuts_mse, nuts_s))
@@ -429,7 +452,9 @@ def santafe_experiment(settings: Settings) -> str:
     series = load_breath_rate()
     data = series_windows(series, SANTAFE_WINDOW, SANTAFE_TRAIN, None)
     n_test = len(data[3])
-    rows = regression_rows("Santa Fe B 10-20-1", data, SANTAFE_LAYERS, settings, with_map=True)
+    rows = regression_rows(
+        "Santa Fe B 10-20-1", data, SANTAFE_LAYERS, settings, with_map=True, with_incremental=True
+    )
     paper = {"SFP-S": "0.0708", "NUTS": "0.2379 (HMC)", "MAP": "0.4100 (BFGS)"}
     table = md_table(["method", "test MSE", "paper", "wall s"], with_paper_column(rows, paper))
     mse_of = {method.split(" (")[0]: error for method, error, _ in rows}
@@ -455,10 +480,10 @@ discarded (paper: L = 100, M = 100). NUTS: {settings.nuts_chains} chains ×
 {settings.nuts_draws} draws after {settings.nuts_tune} tuning steps, `target_accept=0.9`. MAP:
 `pm.find_MAP()` (L-BFGS-B on the log-odds-transformed weights) from PyMC's initial point (all
 weights 0) and from that point with U(−1, 1) jitter (`jitter=True`). MSE = mean((y − ŷ)²) over
-the test windows, in units of the segment's variance. SFP-I was not run: with half of the
-training windows arriving one at a time it needs {SANTAFE_TRAIN // 2} sweeps of this
-{n_weights(SANTAFE_LAYERS)}-weight network on top of its initial fit (a sweep costs about as much
-as an SFP-S sweep, section 4), which the time budget did not allow.
+the test windows, in units of the segment's variance. SFP-I: `IncrementalSFP(L={settings.series_L},
+window=15)`, `fit` on the first {SANTAFE_TRAIN // 2} training windows ({settings.series_sweeps}
+sweeps, {DISCARDED_SWEEPS} discarded), then the other {SANTAFE_TRAIN - SANTAFE_TRAIN // 2} one at a
+time in time order, one sweep each; it predicts with the last 15 sweeps.
 
 {table}
 
@@ -593,10 +618,21 @@ def environment_section(settings: Settings, load: tuple[float, float, float]) ->
     return md_table(["", ""], rows)
 
 
+EXPERIMENTS: dict[str, Callable[[Settings], str]] = {
+    "glass": glass_experiment,
+    "santafe": santafe_experiment,
+    "laser": laser_experiment,
+    "cost": sweep_cost_experiment,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the experiments, print the markdown and write it into the output file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny budgets (smoke run)")
+    parser.add_argument(
+        "--only", choices=list(EXPERIMENTS), help="run one experiment; replaces only its text"
+    )
     parser.add_argument(
         "--output", type=Path, default=DEFAULT_OUTPUT, help="markdown file to write the block to"
     )
@@ -608,34 +644,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     load = os.getloadavg()
-    start = time.perf_counter()
-    sections = [
-        glass_experiment(settings),
-        santafe_experiment(settings),
-        laser_experiment(settings),
-        sweep_cost_experiment(settings),
-    ]
-    elapsed = time.perf_counter() - start
+    sections = []
+    for key in [args.only] if args.only else EXPERIMENTS:
+        began = time.perf_counter()
+        body = EXPERIMENTS[key](settings)
+        seconds = time.perf_counter() - began
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        body += f"\n\n_Run {stamp}, {settings.label} settings, took {seconds / 60:.1f} min._"
+        print(body, flush=True)
+        sections.append(Section(key, body, seconds))
 
-    block = "\n\n".join(
+    header = "\n\n".join(
         [
             "# Network learning (Berrones 2009, §4): `benchmarks/sfp_learning.py`",
-            f"Generated by `python benchmarks/sfp_learning.py` ({settings.label} settings); the "
-            f"run took {elapsed / 60:.1f} min. One run, fixed seeds; wall times include "
-            "compilation and were taken while another benchmark shared the 2 cores.",
+            f"Generated by `python benchmarks/sfp_learning.py` ({settings.label} settings"
+            + (f", `--only {args.only}`" if args.only else "")
+            + "). One run per experiment, fixed seeds; wall times include compilation and may "
+            "have been taken while another benchmark shared the 2 cores. Environment of the "
+            "latest run:",
             environment_section(settings, load),
-            *sections,
         ]
     )
-    print(block)
     write_block(
         args.output,
         prefix="sfp-learning",
         begin=START_MARK,
         end=END_MARK,
-        keys=[],
-        header=block,
-        sections=[],
+        keys=list(EXPERIMENTS),
+        header=header,
+        sections=sections,
     )
     print(f"\nwrote {args.output}")
 
