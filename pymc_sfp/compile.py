@@ -230,6 +230,18 @@ class LineEvaluator:
         log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
         return clone_replace(logp_q, {q: q_of_x}) - log_jac
 
+    def warm_up(self, x: np.ndarray) -> None:
+        """Call each compiled function once, at the point ``x``.
+
+        PyTensor's Numba backend generates machine code on a function's first call, not when
+        it is compiled. Doing that here, in the process that builds the step, lets the chains'
+        forked worker processes inherit the machine code instead of each generating its own
+        during its first sweep.
+        """
+        self.logp(x)
+        if self.batched:
+            self.along(x, 0, np.full(2, x[0]))
+
     def logp(self, x: np.ndarray) -> float:
         """Log-density at one point of sampling coordinates."""
         return float(self._point(x)[0])

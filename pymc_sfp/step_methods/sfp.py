@@ -259,6 +259,7 @@ class SFPStep(ArrayStepShared):
             np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars])
         )
         self._check_inside(x0, self._initial_lower, self._initial_upper, ~self._auto)
+        self.evaluator.warm_up(x0)
         self.reset_tuning()
         super().__init__(value_vars, self.evaluator.shared, blocked=blocked, rng=rng)
 
