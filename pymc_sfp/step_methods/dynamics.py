@@ -251,6 +251,11 @@ class StochasticDynamics(GradientSharedStep):
                 else quad_potential(np.asarray(scaling, dtype=float), is_cov)
             )
         self.potential = potential
+        # PyTensor's Numba backend generates machine code on the first call: do it here, once,
+        # so that forked chain processes inherit it (minibatch streams are re-seeded per chain).
+        self._logp_grad(
+            np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars]).astype(float)
+        )
         self.reset_tuning()
 
     # ------------------------------------------------------------------ PyMC hooks
