@@ -8,9 +8,11 @@ written, because the scripts may run at the same time.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,31 @@ def pin_blas_threads(threads: int, argv: Sequence[str], script: str) -> None:
         os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, str(threads)))
         sys.stdout.flush()
         os.execv(sys.executable, [sys.executable, str(Path(script).resolve()), *argv])
+
+
+def run_sections(
+    benchmarks: Mapping[str, Callable[[object], Section | str]],
+    keys: Sequence[str],
+    settings: object,
+    mode: str,
+) -> tuple[list[Section], float]:
+    """Run ``benchmarks[key](settings)`` for each key, stamping each section with the date, the
+    settings' name and its duration; returns the sections and the total seconds."""
+    sections = []
+    began = time.perf_counter()
+    for key in keys:
+        print(f"[{key}]", flush=True)
+        t0 = time.perf_counter()
+        result = benchmarks[key](settings)
+        section = result if isinstance(result, Section) else Section(key, result)
+        section.seconds = time.perf_counter() - t0
+        stamp = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        section.body += (
+            f"\n\n_Run {stamp}, {mode} settings, this benchmark took {section.seconds:.0f} s._"
+        )
+        print("\n" + section.body + "\n", flush=True)
+        sections.append(section)
+    return sections, time.perf_counter() - began
 
 
 def write_block(

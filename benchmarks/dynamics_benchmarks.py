@@ -82,7 +82,13 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from _report import Section, md_table, pin_blas_threads, write_block  # benchmarks/ on sys.path
+from _report import (  # benchmarks/ on sys.path
+    Section,
+    md_table,
+    pin_blas_threads,
+    run_sections,
+    write_block,
+)
 
 import pymc_sfp
 from pymc_sfp import StochasticDynamics
@@ -950,20 +956,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = environment()
     keys = [args.only] if args.only else list(BENCHMARKS)
-    sections = []
-    began = time.perf_counter()
-    for key in keys:
-        print(f"[{key}]", flush=True)
-        t0 = time.perf_counter()
-        sec = BENCHMARKS[key](s)
-        sec.seconds = time.perf_counter() - t0
-        stamp = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
-        sec.body += (
-            f"\n\n_Run {stamp}, {s.mode} settings, this benchmark took {sec.seconds:.0f} s._"
-        )
-        print("\n" + sec.body + "\n", flush=True)
-        sections.append(sec)
-    total = time.perf_counter() - began
+    sections, total = run_sections(BENCHMARKS, keys, s, s.mode)
     header = "\n".join(
         [
             "# Stochastic-dynamics benchmarks (`pymc_sfp.StochasticDynamics`)",

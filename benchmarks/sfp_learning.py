@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 import pytensor  # noqa: E402
 import xarray as xr  # noqa: E402
-from _report import Section, md_table, write_block  # noqa: E402  (benchmarks/ is on sys.path)
+from _report import md_table, run_sections, write_block  # noqa: E402  (benchmarks/ is on sys.path)
 from pymc.blocking import DictToArrayBijection  # noqa: E402
 
 import pymc_sfp  # noqa: E402
@@ -644,15 +644,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     load = os.getloadavg()
-    sections = []
-    for key in [args.only] if args.only else EXPERIMENTS:
-        began = time.perf_counter()
-        body = EXPERIMENTS[key](settings)
-        seconds = time.perf_counter() - began
-        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        body += f"\n\n_Run {stamp}, {settings.label} settings, took {seconds / 60:.1f} min._"
-        print(body, flush=True)
-        sections.append(Section(key, body, seconds))
+    keys = [args.only] if args.only else list(EXPERIMENTS)
+    sections, _ = run_sections(EXPERIMENTS, keys, settings, settings.label)
 
     header = "\n\n".join(
         [
