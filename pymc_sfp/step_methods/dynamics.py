@@ -135,7 +135,8 @@ class StochasticDynamics(GradientSharedStep):
     Sample stats: ``accept`` (mean ``min(1, exp(-ΔH))`` over the draw's transitions),
     ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning), ``energy``,
     ``energy_error`` (last transition),
-    ``step_size``, ``step_size_bar``, ``n_grad_evals`` and ``model_logp``.
+    ``step_size`` (the tuned ``ε``, before the per-transition jitter), ``step_size_bar``,
+    ``n_grad_evals``, ``gradient_noise_share`` and ``model_logp``.
 
     References
     ----------
