@@ -282,14 +282,14 @@ def interpolated_log_density(value: Any, lower: Any, upper: Any, table: Any) -> 
     left, right = table[rows, cell], table[rows, cell + 1]
     # Next to an empty node (log p = -inf) the interpolation would be NaN (0 · inf or inf - inf,
     # depending on how PyTensor rewrites it): the density there is zero, except at a nonempty
-    # node itself.
+    # node itself. The masked operands keep NaN out of the unselected branch, and so out of
+    # gradients through the switch.
     finite = pt.isfinite(left) & pt.isfinite(right)
-    at_node = pt.switch(pt.eq(fraction, 0.0), left, pt.switch(pt.eq(fraction, 1.0), right, -np.inf))
-    logp = pt.switch(
-        finite,
-        (1.0 - fraction) * pt.switch(finite, left, 0.0) + fraction * pt.switch(finite, right, 0.0),
-        at_node,
+    interpolated = (1.0 - fraction) * pt.switch(finite, left, 0.0) + fraction * pt.switch(
+        finite, right, 0.0
     )
+    at_node = pt.switch(pt.eq(fraction, 0.0), left, pt.switch(pt.eq(fraction, 1.0), right, -np.inf))
+    logp = pt.switch(finite, interpolated, at_node)
     inside = (flat >= lower) & (flat <= upper)
     return pt.switch(inside, logp, -np.inf).reshape(value.shape)
 
