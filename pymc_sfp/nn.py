@@ -81,7 +81,8 @@ class Network:
     weights, biases : tuple of TensorVariable
         Per layer, the weights (``(units in, units out)``) and biases (``(units out,)``) on their
         own scale: random variables for the ``"uniform"`` and ``"gaussian"`` priors,
-        ``pm.Deterministic`` ``scale · z`` for ``"group"`` and ``"ard"``.
+        ``pm.Deterministic`` ``scale · z`` for ``"group"`` and ``"ard"`` (random variables with
+        ``centred=True``).
     scales : dict of str to TensorVariable
         The scale hyperparameter of each weight group (empty for the fixed priors): group name
         (``"w0"``, ``"b0"``, …, ``"out"``) → random variable.
@@ -277,14 +278,19 @@ def _input_data(
     return X, obs_dim, in_dim
 
 
-def _scaled_normal(var_name: str, scale: TensorVariable, dims: tuple[str, ...]) -> TensorVariable:
-    """Non-centred ``w = scale · z``, ``z ~ N(0, 1)``: Neal's (1993, §3.2) unscaled weights."""
+def _scaled_normal(
+    var_name: str, scale: TensorVariable, dims: tuple[str, ...], centred: bool
+) -> TensorVariable:
+    """``w ~ N(0, scale²)``: non-centred as ``w = scale · z``, ``z ~ N(0, 1)`` (Neal's 1993, §3.2
+    unscaled weights), or centred, ``w`` itself a free variable."""
+    if centred:
+        return pm.Normal(var_name, 0.0, scale, dims=dims)
     z = pm.Normal(f"{var_name}_z", 0.0, 1.0, dims=dims)
     return pm.Deterministic(var_name, scale * z, dims=dims)
 
 
 def _priors(
-    prior: str, name: str, unit_dims: Sequence[str], prior_scale: float
+    prior: str, name: str, unit_dims: Sequence[str], prior_scale: float, centred: bool
 ) -> tuple[list[TensorVariable], list[TensorVariable], dict[str, TensorVariable]]:
     """The weights, biases and group scales of every layer under ``prior``."""
     n_layers = len(unit_dims) - 1
@@ -306,13 +312,14 @@ def _priors(
             )
             b_scale = pm.HalfNormal(f"{name}_sd_b{layer}", scale)
             scales[f"w{layer}"], scales[f"b{layer}"] = w_scale, b_scale
-            weights.append(_scaled_normal(w_name, w_scale[:, None] if ard else w_scale, w_dims))
-            biases.append(_scaled_normal(b_name, b_scale, b_dims))
+            w_sd = w_scale[:, None] if ard else w_scale
+            weights.append(_scaled_normal(w_name, w_sd, w_dims, centred))
+            biases.append(_scaled_normal(b_name, b_scale, b_dims, centred))
         else:
             out_scale = pm.HalfNormal(f"{name}_sd_out", scale)
             scales["out"] = out_scale
-            weights.append(_scaled_normal(w_name, out_scale, w_dims))
-            biases.append(_scaled_normal(b_name, out_scale, b_dims))
+            weights.append(_scaled_normal(w_name, out_scale, w_dims, centred))
+            biases.append(_scaled_normal(b_name, out_scale, b_dims, centred))
     return weights, biases, scales
 
 
@@ -324,6 +331,7 @@ def mlp(
     prior: Literal["uniform", "gaussian", "group", "ard"] = "uniform",
     prior_scale: float = 1.0,
     name: str = "net",
+    centred: bool = False,
     deterministic: bool = False,
 ) -> Network:
     """Build a multilayer perceptron with tanh hidden units in the current ``pm.Model``.
@@ -350,6 +358,9 @@ def mlp(
         group's standard deviation.
     name : str, default "net"
         Prefix of the network's variables, dims and data.
+    centred : bool, default False
+        ``"group"`` and ``"ard"`` only: sample the weights themselves, ``w ~ N(0, scale²)``,
+        instead of the unscaled ``z`` with ``w = scale · z`` (see Notes).
     deterministic : bool, default False
         Keep the output in the trace as ``pm.Deterministic(f"{name}_output")`` (memory
         ``n × outputs`` per draw), so that ``pm.sample_posterior_predictive`` can return it after
@@ -363,7 +374,8 @@ def mlp(
     ------
     ValueError
         For an unknown ``output`` or ``prior``, a ``prior_scale`` that is not finite and > 0,
-        ``layer_sizes`` that are not at least three positive integers, ``layer_sizes[0]`` not
+        ``centred=True`` with a prior other than ``"group"`` or ``"ard"``, ``layer_sizes``
+        that are not at least three positive integers, ``layer_sizes[0]`` not
         equal to the columns of ``X``, fewer than two softmax outputs, or ``X`` with NaN or
         infinite values (the rows are named).
 
@@ -377,6 +389,13 @@ def mlp(
     scale factors: here ``w = scale · z``, ``z ~ N(0, 1)`` (variables ``f"{name}_w{l}_z"``), which
     is also the non-centred form that gradient samplers need. ``"ard"`` gives the first layer's
     weights one scale per input unit (dims ``(f"{name}_in",)``).
+
+    ``centred=True`` makes the weights and biases the free variables (same names, no ``_z``).
+    This is the form for Neal's split scheme, where the dynamics move the weights and another
+    step moves the scales given the weights (``pm.Slice`` in a ``CompoundStep``; see the
+    stochastic-dynamics guide): on the robot arm it mixes the scales better than any sampler of
+    the non-centred form. With one gradient sampler for every variable keep the non-centred
+    default, since a centred scale and its weights form a funnel.
 
     Scale prior: Neal (1993) does not state it. His later work (Neal 1996, *Bayesian Learning
     for Neural Networks*) puts Gamma priors on the precisions ``1 / scale²``; MacKay's evidence
@@ -395,6 +414,10 @@ def mlp(
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     if not np.isfinite(prior_scale) or prior_scale <= 0:
         raise ValueError(f"prior_scale must be finite and > 0, got {prior_scale!r}")
+    if centred and prior not in ("group", "ard"):
+        raise ValueError(
+            f"centred=True applies to the hierarchical priors 'group' and 'ard', not {prior!r}"
+        )
     sizes = tuple(layer_sizes)
     if len(sizes) < 3 or not all(
         isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in sizes
@@ -413,7 +436,7 @@ def mlp(
     unit_dims = (in_dim, *hidden_dims, out_dim)
     for dim, size in zip(unit_dims[1:], sizes[1:], strict=True):
         _ensure_coord(model, dim, size)
-    weights, biases, scales = _priors(prior, name, unit_dims, prior_scale)
+    weights, biases, scales = _priors(prior, name, unit_dims, prior_scale, centred)
 
     h = X_data
     for layer, (W, b) in enumerate(zip(weights, biases, strict=True)):

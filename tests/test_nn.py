@@ -154,6 +154,45 @@ def test_prior_logp_matches_scipy(prior_logps, prior):
     assert sum(logps[n] for n in names) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("prior", ["group", "ard"])
+def test_centred_hierarchical_prior_samples_the_weights_themselves(prior):
+    with pm.Model() as model:
+        net = mlp(X6, (2, 3, 1), prior=prior, prior_scale=0.8, centred=True)
+    free = {rv.name for rv in model.free_RVs}
+    params = {f"net_{kind}{layer}" for layer in range(2) for kind in "wb"}
+    assert free == params | {"net_sd_w0", "net_sd_b0", "net_sd_out"}
+    assert not model.deterministics
+    assert all(w is model[w.name] for w in (*net.weights, *net.biases))
+    point, values = random_point(model, np.random.default_rng(2))
+    logp = model.compile_logp(jacobian=False, **FAST)(values)
+    sd_w0 = np.atleast_1d(point["net_sd_w0"])[:, None]  # ARD: one scale per input row
+    expected = (
+        sum(stats.halfnorm(scale=0.8).logpdf(point[f"net_sd_{g}"]).sum() for g in ("w0", "b0"))
+        + stats.halfnorm(scale=0.8).logpdf(point["net_sd_out"])
+        + stats.norm(0, sd_w0).logpdf(point["net_w0"]).sum()
+        + stats.norm(0, point["net_sd_b0"]).logpdf(point["net_b0"]).sum()
+        + stats.norm(0, point["net_sd_out"]).logpdf(point["net_w1"]).sum()
+        + stats.norm(0, point["net_sd_out"]).logpdf(point["net_b1"]).sum()
+    )
+    assert logp == pytest.approx(expected, rel=1e-12)
+    posterior = xr.Dataset(
+        {
+            name: (("chain", "draw", *(model.named_vars_to_dims.get(name) or ())), v[None, None])
+            for name, v in point.items()
+        }
+    )
+    weights = [point["net_w0"], point["net_w1"]]
+    biases = [point["net_b0"], point["net_b1"]]
+    np.testing.assert_allclose(
+        net.predict(posterior, X9).values[0, 0], forward(X9, weights, biases), rtol=1e-12
+    )
+
+
+def test_centred_needs_a_hierarchical_prior():
+    with pm.Model(), pytest.raises(ValueError, match=r"centred=True applies to .* not 'uniform'"):
+        mlp(X6, (2, 3, 1), centred=True)
+
+
 # --- likelihoods ----------------------------------------------------------------------------------
 
 
