@@ -580,6 +580,7 @@ def bench_robot(s: Settings) -> Section:
     )
     runs.append(("StochasticDynamics exact", sd_label(ROBOT_SD), exact))
     centred = robot_problem(centred=True)
+    split_label = f"{sd_label(ROBOT_SD)}, target_accept {SPLIT_TARGET_ACCEPT}"
     began = time.perf_counter()
     with centred.model:
         neal_split_step(centred.model)  # compiles both sub-steps' functions (warm cache)
@@ -594,7 +595,7 @@ def bench_robot(s: Settings) -> Section:
     runs.append(
         (
             "StochasticDynamics exact on weights + Slice on scales (centred)",
-            sd_label(ROBOT_SD),
+            split_label,
             split,
         )
     )
@@ -615,8 +616,7 @@ def bench_robot(s: Settings) -> Section:
     runs.append(
         (
             "StochasticDynamics exact on weights + Slice on scales (centred), long",
-            f"{sd_label(ROBOT_SD)}; tune={2 * s.robot_tune}, "
-            f"draws={LONG_DRAWS_FACTOR * s.robot_draws}",
+            f"{split_label}; tune={2 * s.robot_tune}, draws={LONG_DRAWS_FACTOR * s.robot_draws}",
             long_split,
         )
     )

@@ -14,7 +14,7 @@ import xarray as xr
 from pymc.logprob.transforms import IntervalTransform, LogTransform
 from scipy import special, stats
 
-from pymc_sfp import SFPStep
+from pymc_sfp import SFPStep, StochasticDynamics
 from pymc_sfp.nn import NEAL_M0, NEAL_S0, PRIORS, categorical_likelihood, gaussian_likelihood, mlp
 
 RNG = np.random.default_rng(20260101)
@@ -367,6 +367,37 @@ def test_sfp_fit_of_a_1_3_1_network_beats_the_mean():
     x_test = np.linspace(-1.9, 1.9, 15)[:, None]
     mse = np.mean((net.predict_mean(idata, x_test).values[:, 0] - np.sin(x_test[:, 0])) ** 2)
     assert mse < 0.1 * np.var(np.sin(x_test))
+
+
+def test_split_scheme_of_the_guide_samples_a_centred_network():
+    # docs/dynamics.rst: dynamics on the centred weights, Slice on the scales and the noise.
+    rng = np.random.default_rng(8)
+    x = np.linspace(-2, 2, 12)[:, None]
+    y = np.sin(x) + 0.1 * rng.normal(size=(12, 1))
+    with pm.Model():
+        net = mlp(x, (1, 3, 1), prior="group", centred=True)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        gaussian_likelihood(net, y, sigma=sigma)
+        step = [
+            StochasticDynamics([*net.weights, *net.biases], n_leapfrog=3, compile_kwargs=FAST),
+            pm.Slice([*net.scales.values(), sigma], compile_kwargs=FAST),
+        ]
+        idata = pm.sample(
+            draws=20,
+            tune=20,
+            chains=2,
+            cores=1,
+            step=step,
+            random_seed=9,
+            progressbar=False,
+            compute_convergence_checks=False,
+            compile_kwargs=FAST,
+        )
+    posterior = idata["posterior"]
+    assert {"net_w0", "net_sd_w0", "sigma"} <= set(posterior.data_vars)
+    assert all(np.isfinite(posterior[v].values).all() for v in posterior.data_vars)
+    assert not np.array_equal(posterior["net_w0"].values[:, 0], posterior["net_w0"].values[:, -1])
+    assert not np.array_equal(posterior["sigma"].values[:, 0], posterior["sigma"].values[:, -1])
 
 
 # --- errors ---------------------------------------------------------------------------------------
