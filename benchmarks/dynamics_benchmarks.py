@@ -795,8 +795,9 @@ def robot_reading(metrics: dict, floor: float, long_idata) -> str:
     parts.append(
         "Long split run, sd of the chain means vs mean sd of a chain's block means: "
         + ", ".join(spreads)
-        + " (a between-chain spread well above the within-chain one means the chains stay in "
-        "different regions however long they run)."
+        + " (a between-chain spread well above the within-chain one means the chains sat in "
+        "different regions for the whole run; block means that move steadily in one direction "
+        "mean a chain is still drifting)."
     )
     fr = ", ".join(
         f"{name} {m['rhat_outputs'][0]:.3f} / {m['rhat_outputs'][1]:.3f}"
