@@ -41,7 +41,10 @@ sampler its whole cost.
    86 unconstrained parameters. Samplers: ``StochasticDynamics`` exact (``correct=True``) and
    uncorrected (``correct=False``) at the same settings, NUTS, and ``pm.HamiltonianMC`` with
    ``path_length`` = the exact run's median tuned step size × ``n_leapfrog`` × ``thin`` (the
-   distance the persistent momentum could carry a draw). Reported: the test error of the
+   distance the persistent momentum could carry a draw); Neal's split scheme (centred weights
+   by the dynamics, scales by ``pm.Slice``), also run 20x longer; and
+   ``ReplicaExchangeDynamics`` (12 tempered replicas) with 4x the draws. Reported: the test
+   error of the
    posterior-averaged outputs in Neal's convention (mean over test cases of the squared error
    summed over both outputs; Neal's 0.00559; the noise floor of this test set, the same error
    of the noiseless function, is printed), R-hat and bulk ESS of the three scales and of
@@ -98,7 +101,7 @@ from _report import (  # benchmarks/ on sys.path
 )
 
 import pymc_sfp
-from pymc_sfp import StochasticDynamics
+from pymc_sfp import ReplicaExchangeDynamics, StochasticDynamics
 from pymc_sfp.datasets import make_robot_arm
 
 RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
@@ -125,6 +128,10 @@ ROBOT_SD = {"alpha": 0.95, "n_leapfrog": 10, "thin": 10}
 SPLIT_TARGET_ACCEPT = 0.97
 LONG_DRAWS_FACTOR = 20  # the long split run: 20x the draws (and 2x the tuning) of the others
 N_BLOCKS = 5  # consecutive blocks of a long chain whose means show whether chains agree
+# Replica exchange on the robot arm: 12 temperatures, β from 1 to 0.1 (with β down to 0.05 the
+# two hottest replicas swapped only 1-5 % of the time: a phase transition near β ≈ 0.07).
+TEMPERED = {"n_temperatures": 12, "min_beta": 0.1}
+TEMPERED_DRAWS_FACTOR = 4
 # The scan of benchmark 1: (alpha, n_leapfrog, thin, correct).
 EXPLORE_GRID = (
     (0.9, 10, 10, True),
@@ -620,6 +627,21 @@ def bench_robot(s: Settings) -> Section:
             long_split,
         )
     )
+    tempered = sample(
+        "Replica exchange",
+        problem.model,
+        lambda: ReplicaExchangeDynamics(**TEMPERED, **ROBOT_SD),
+        grad_stat="n_grad_evals",
+        **(common | {"draws": TEMPERED_DRAWS_FACTOR * s.robot_draws}),
+    )
+    runs.append(
+        (
+            "ReplicaExchangeDynamics",
+            f"{sd_label(ROBOT_SD)}; {TEMPERED['n_temperatures']} temperatures, β from 1 to "
+            f"{TEMPERED['min_beta']:g}; draws={TEMPERED_DRAWS_FACTOR * s.robot_draws}",
+            tempered,
+        )
+    )
     uncorrected = sample(
         "SD uncorrected",
         problem.model,
@@ -677,16 +699,18 @@ def bench_robot(s: Settings) -> Section:
         ["sampler", *(f"{v}: R-hat / ESS" for v in HYPER), "posterior mean σ"], hyper_rows
     )
     block_table = md_table(
-        ["scale", *(f"chain {c}" for c in range(s.chains))],
+        ["run", "scale", *(f"chain {c}" for c in range(s.chains))],
         [
-            [name]
+            [label, name]
             + [
                 " / ".join(f"{b:.2f}" for b in chain)
-                for chain in block_means(draws_of(long_split.idata, name), N_BLOCKS)
+                for chain in block_means(draws_of(run.idata, name), N_BLOCKS)
             ]
+            for label, run in (("split, long", long_split), ("replica exchange", tempered))
             for name in SCALES
         ],
     )
+    swap_rates = np.nanmean(stat_of(tempered.idata, "swap_accept"), axis=(0, 1))
     body = "\n".join(
         [
             "## 2. Robot arm: 2-16-2 network with group scales (Neal 1993, §3)",
@@ -713,6 +737,10 @@ def bench_robot(s: Settings) -> Section:
             "transition, with the same scale R-hat), the scales and σ by "
             "PyMC's Slice sampler in a CompoundStep (Neal used Gibbs updates from conjugate "
             "gamma conditionals); its gradient count omits Slice's log-density evaluations. "
+            "ReplicaExchangeDynamics runs the exact dynamics of the first row in each of "
+            f"{TEMPERED['n_temperatures']} replicas tempering the likelihood by β (geometric "
+            f"from 1 to {TEMPERED['min_beta']:g}) with neighbour swaps after every draw; its "
+            "gradient count includes every replica. "
             "Anchor (PYMC_NOTES, "
             f"NUTS, 4 × 1000 draws, similar machine, possibly another prior): {ANCHOR_NUTS}.",
             "",
@@ -723,9 +751,13 @@ def bench_robot(s: Settings) -> Section:
             hyper_table,
             "",
             f"Means of the scales over {N_BLOCKS} consecutive blocks of each chain of the long "
-            f"split run ({LONG_DRAWS_FACTOR * s.robot_draws // N_BLOCKS} draws per block):",
+            "split run and of the replica-exchange run:",
             "",
             block_table,
+            "",
+            "Mean swap acceptance of neighbouring replicas (coldest pair first): "
+            + ", ".join(f"{r:.2f}" for r in swap_rates)
+            + ".",
             "",
             "**Reading.** " + robot_reading(metrics, problem.floor, long_split.idata),
         ]
@@ -748,7 +780,7 @@ def robot_reading(metrics: dict, floor: float, long_idata) -> str:
     parts = []
     verdicts = []
     for name, (run, m) in metrics.items():
-        if not name.startswith("StochasticDynamics"):
+        if not name.startswith(("StochasticDynamics", "ReplicaExchangeDynamics")):
             continue
         ratio = m["test_error"] / nuts["test_error"]
         time_ratio = run.seconds / nuts_run.seconds

@@ -6,6 +6,9 @@ SFPStep
     Stationary Fokker–Planck sampling (Berrones 2009) as a ``pm.sample`` step method.
 StochasticDynamics
     Neal's (1993) persistent-momentum dynamics, uncorrected or exact (generalised HMC).
+ReplicaExchangeDynamics
+    The same dynamics on a ladder of tempered likelihoods with replica exchange, for
+    multimodal posteriors.
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
 IncrementalSFP, sfp_mle, marginal_prior
@@ -20,11 +23,12 @@ datasets
 from pymc_sfp import datasets, learning, nn
 from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
-from pymc_sfp.step_methods import SFPStep, StochasticDynamics
+from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
 __all__ = [
     "IncrementalSFP",
     "Marginal",
+    "ReplicaExchangeDynamics",
     "SFPStep",
     "StochasticDynamics",
     "datasets",

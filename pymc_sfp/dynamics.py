@@ -29,7 +29,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["PhaseState", "TransitionInfo", "leapfrog", "refresh_momentum", "transition"]
+__all__ = [
+    "PhaseState",
+    "TransitionInfo",
+    "geometric_ladder",
+    "leapfrog",
+    "refresh_momentum",
+    "swap_neighbours",
+    "transition",
+]
 
 LogpGrad = Callable[[np.ndarray], tuple[float, np.ndarray]]
 
@@ -166,3 +174,43 @@ def transition(
     return rejected, TransitionInfo(
         accept_stat, False, float(energy_error), energy_start, False, n_grad
     )
+
+
+def geometric_ladder(n_temperatures: int, min_beta: float) -> np.ndarray:
+    """Inverse temperatures ``1 = β_0 > β_1 > … > β_{K-1} = min_beta``, evenly spaced in
+    ``log β`` (for a near-Gaussian likelihood this equalises the swap rates of neighbours)."""
+    if n_temperatures < 2:
+        raise ValueError(f"n_temperatures must be >= 2, got {n_temperatures!r}")
+    if not 0.0 < min_beta < 1.0:
+        raise ValueError(f"min_beta must be in (0, 1), got {min_beta!r}")
+    return min_beta ** (np.arange(n_temperatures) / (n_temperatures - 1))
+
+
+def swap_neighbours(
+    log_likelihoods: np.ndarray,
+    betas: np.ndarray,
+    first: int,
+    uniform: Callable[[], float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Replica-exchange swaps between the neighbours ``(k, k+1)`` for ``k = first, first+2, …``.
+
+    Replica ``k`` targets ``prior · likelihood^β_k``. Exchanging the states of ``k`` and ``k+1``
+    is accepted with probability ``min(1, exp((β_k − β_{k+1}) (ℓ_{k+1} − ℓ_k)))``, with ``ℓ`` the
+    log-likelihoods of their current states; alternating ``first`` between 0 and 1 from draw to
+    draw gives the deterministic even/odd scheme.
+
+    Returns
+    -------
+    order : ndarray of int
+        Replica ``k`` takes the state that replica ``order[k]`` held.
+    accept : ndarray of float, shape (K - 1,)
+        Acceptance probability of each proposed pair, NaN for the pairs not proposed.
+    """
+    order = np.arange(len(betas))
+    accept = np.full(len(betas) - 1, np.nan)
+    for k in range(first, len(betas) - 1, 2):
+        log_ratio = (betas[k] - betas[k + 1]) * (log_likelihoods[k + 1] - log_likelihoods[k])
+        accept[k] = float(np.exp(min(log_ratio, 0.0)))
+        if uniform() < accept[k]:
+            order[k], order[k + 1] = order[k + 1], order[k]
+    return order, accept

@@ -8,9 +8,16 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.blocking import DictToArrayBijection
+from scipy import stats
 
-from pymc_sfp import StochasticDynamics
-from pymc_sfp.dynamics import PhaseState, leapfrog, transition
+from pymc_sfp import ReplicaExchangeDynamics, StochasticDynamics
+from pymc_sfp.dynamics import (
+    PhaseState,
+    geometric_ladder,
+    leapfrog,
+    swap_neighbours,
+    transition,
+)
 
 
 def gaussian_logp_grad(precision):
@@ -325,3 +332,104 @@ class TestBadInput:
             pm.Normal("a", 0, 1)
             with pytest.raises(ValueError, match=match):
                 StochasticDynamics(**kwargs)
+
+
+# --- replica exchange ---------------------------------------------------------------------------
+
+
+def test_geometric_ladder_and_swap_rule():
+    np.testing.assert_allclose(geometric_ladder(3, 0.25), [1.0, 0.5, 0.25])
+    betas = np.array([1.0, 0.5, 0.25])
+    log_likelihoods = np.array([-10.0, -2.0, -50.0])
+    # Pair (0, 1): log ratio (1 - 0.5)(-2 + 10) = 4 > 0, always swapped; pair (1, 2) not proposed.
+    order, accept = swap_neighbours(log_likelihoods, betas, 0, lambda: 0.999)
+    np.testing.assert_array_equal(order, [1, 0, 2])
+    assert accept[0] == 1.0 and np.isnan(accept[1])
+    # Pair (1, 2): log ratio (0.5 - 0.25)(-50 + 2) = -12.
+    order, accept = swap_neighbours(log_likelihoods, betas, 1, lambda: 0.5)
+    np.testing.assert_array_equal(order, [0, 1, 2])
+    assert np.isnan(accept[0]) and accept[1] == pytest.approx(np.exp(-12.0))
+    order, _ = swap_neighbours(log_likelihoods, betas, 1, lambda: 0.0)
+    np.testing.assert_array_equal(order, [0, 2, 1])
+
+
+@pytest.fixture(scope="module")
+def separated_modes():
+    """x ~ N(0, 3²) with a two-mode likelihood 0.3 N(−3, 0.3²) + 0.7 N(3, 0.3²): a barrier of
+    about 50 nats, which no single-temperature chain crosses."""
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 3.0)
+        components = pm.math.stack(
+            [
+                np.log(0.3) + pm.logp(pm.Normal.dist(-3.0, 0.3), x),
+                np.log(0.7) + pm.logp(pm.Normal.dist(3.0, 0.3), x),
+            ]
+        )
+        pm.Potential("likelihood", pm.math.logsumexp(components))
+    grid = np.linspace(-12, 12, 200_001)
+    density = stats.norm(0, 3).pdf(grid) * (
+        0.3 * stats.norm(-3, 0.3).pdf(grid) + 0.7 * stats.norm(3, 0.3).pdf(grid)
+    )
+    density /= density.sum()
+    return model, float(density[grid > 0].sum()), float((density * grid).sum())
+
+
+def test_replica_exchange_recovers_the_weights_of_separated_modes(separated_modes):
+    model, weight, mean = separated_modes
+    stuck = sample(model, lambda: StochasticDynamics(n_leapfrog=5), draws=500, tune=300)
+    per_chain = (stuck.posterior["x"] > 0).mean("draw").values
+    assert set(per_chain) <= {0.0, 1.0}  # each chain stays in the mode it found
+    idata = sample(
+        model,
+        lambda: ReplicaExchangeDynamics(n_temperatures=6, min_beta=0.01, n_leapfrog=5),
+        draws=3000,
+        tune=500,
+    )
+    x = idata.posterior["x"]
+    for values, expected in (((x > 0).astype(float), weight), (x, mean)):
+        mcse = float(az.mcse(values.rename("v").to_dataset()).to_array().squeeze())
+        assert abs(float(values.mean()) - expected) < 4 * mcse
+    swaps = idata.sample_stats["swap_accept"]
+    assert swaps.shape[-1] == 5
+    assert 0.1 < float(swaps.mean()) < 1.0
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+
+
+def test_replica_exchange_reproducible_across_cores(separated_modes):
+    model, _, _ = separated_modes
+    runs = [
+        sample(
+            model,
+            lambda: ReplicaExchangeDynamics(n_temperatures=3, min_beta=0.1, n_leapfrog=3),
+            draws=30,
+            tune=20,
+            cores=cores,
+            random_seed=11,
+        )
+        for cores in (1, 2)
+    ]
+    np.testing.assert_array_equal(runs[0].posterior["x"].values, runs[1].posterior["x"].values)
+    assert not np.array_equal(runs[0].posterior["x"].values[0], runs[0].posterior["x"].values[1])
+    # `lp` is the untempered model log-density of the cold replica's draw.
+    logp = model.compile_logp()
+    x = runs[0].posterior["x"].values[0, :5]
+    lp = runs[0].sample_stats["lp"].values[0, :5]
+    np.testing.assert_allclose(lp, [logp({"x": value}) for value in x], rtol=1e-10)
+
+
+def test_replica_exchange_bad_input(separated_modes):
+    with pm.Model():
+        a = pm.Normal("a", 0.0, 1.0)
+        pm.Normal("b", 0.0, 1.0)
+        pm.Normal("y", a, 1.0, observed=[0.1, 0.3])
+        with pytest.raises(ValueError, match=r"every free variable .* not sample \['b'\]"):
+            ReplicaExchangeDynamics([a])
+        with pytest.raises(ValueError, match="n_temperatures must be >= 2"):
+            ReplicaExchangeDynamics(n_temperatures=1)
+        with pytest.raises(ValueError, match=r"min_beta must be in \(0, 1\)"):
+            ReplicaExchangeDynamics(min_beta=1.0)
+        with pytest.raises(ValueError, match="betas must be a strictly decreasing"):
+            ReplicaExchangeDynamics(betas=[1.0, 0.5, 0.7])
+    with pm.Model(), pytest.raises(ValueError, match="no likelihood to temper"):
+        pm.Normal("c", 0.0, 1.0)
+        ReplicaExchangeDynamics()

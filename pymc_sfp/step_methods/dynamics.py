@@ -7,13 +7,16 @@ declared sample stats, and per-chain state (the momentum persists from draw to d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from pymc.blocking import RaveledVars, StatsType
 from pymc.exceptions import SamplingError
+from pymc.pytensorf import compile, join_nonshared_inputs
 from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.hmc.quadpotential import (
@@ -27,7 +30,7 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_sfp.dynamics import PhaseState, transition
+from pymc_sfp.dynamics import PhaseState, geometric_ladder, swap_neighbours, transition
 from pymc_sfp.step_methods._common import (
     ProgressField,
     continuous_value_vars,
@@ -35,7 +38,7 @@ from pymc_sfp.step_methods._common import (
     progressbar_updates,
 )
 
-__all__ = ["StochasticDynamics"]
+__all__ = ["ReplicaExchangeDynamics", "StochasticDynamics"]
 
 _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("divergences", "Divergences", "d", 0),
@@ -316,10 +319,21 @@ class StochasticDynamics(GradientSharedStep):
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         q = np.ascontiguousarray(q0.data, dtype=np.float64)
-        logp, grad = self._logp_grad(q)
+        position, stats = self._transitions(q, self._logp_grad, q0)
+        return RaveledVars(position, q0.point_map_info), [stats]
+
+    def _transitions(
+        self,
+        q: np.ndarray,
+        logp_grad: Callable[[np.ndarray], tuple[float, np.ndarray]],
+        q0: RaveledVars,
+    ) -> tuple[np.ndarray, dict]:
+        """One draw: ``thin`` transitions from ``q`` under ``logp_grad`` with the current
+        momentum, step-size adaptation and potential; the new position and the draw's stats."""
+        logp, grad = logp_grad(q)
         if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
             raise SamplingError(
-                "StochasticDynamics: the log-density or its gradient is not finite at the "
+                f"{type(self).__name__}: the log-density or its gradient is not finite at the "
                 f"starting point {pm.blocking.DictToArrayBijection.rmap(q0)}; check the model "
                 "with model.debug() or pass another initial point"
             )
@@ -346,7 +360,7 @@ class StochasticDynamics(GradientSharedStep):
                 n_steps=self.n_leapfrog,
                 alpha=self.alpha,
                 correct=self.correct,
-                logp_grad=self._logp_grad,
+                logp_grad=logp_grad,
                 velocity=self.potential.velocity,
                 kinetic_energy=self.potential.energy,
                 draw_momentum=self.potential.random,
@@ -383,4 +397,198 @@ class StochasticDynamics(GradientSharedStep):
             **self.step_adapt.stats(),
             "step_size": step_size,
         }
-        return RaveledVars(state.position, q0.point_map_info), [stats]
+        return state.position, stats
+
+
+@dataclass_state
+class ReplicaExchangeState(StochasticDynamicsState):
+    replicas: np.ndarray
+    replica_momenta: list
+    replica_adapts: list
+    replica_potentials: list
+    n_swap_rounds: int
+
+
+class ReplicaExchangeDynamics(StochasticDynamics):
+    r"""Stochastic dynamics with replica exchange (parallel tempering) over the likelihood.
+
+    ``K`` replicas of the chain target ``p(θ) · p(y | θ)^β_k`` for a ladder ``1 = β_0 > … >
+    β_{K-1}``; each runs the transitions of :class:`StochasticDynamics` (its own momentum, tuned
+    step size and mass matrix), and after every draw neighbouring replicas propose to exchange
+    their states (:func:`pymc_sfp.dynamics.swap_neighbours`, even and odd pairs alternately).
+    Hot replicas cross the barriers between modes of the likelihood and hand what they find
+    down to the cold replica ``β_0 = 1``, whose states are the draws. Exact for
+    ``correct=True``. Each draw costs ``K`` times a draw of :class:`StochasticDynamics`.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Must be every free variable of the model (the default): tempering one block inside a
+        ``CompoundStep`` is not exact, because the hot replicas' targets would depend on the
+        other blocks.
+    n_temperatures : int, default 8
+        ``K >= 2``.
+    min_beta : float, default 0.1
+        ``β_{K-1}`` in ``(0, 1)``; the ladder is geometric (:func:`geometric_ladder`).
+    betas : array, optional
+        An explicit ladder instead: strictly decreasing, starting at 1, all in ``(0, 1]``.
+    **kwargs :
+        As for :class:`StochasticDynamics` (``pm.Minibatch`` data is not supported).
+
+    Notes
+    -----
+    The likelihood is the model's observed variables together with its ``pm.Potential`` terms;
+    the prior (free variables, with their Jacobians) is never tempered, so every replica's
+    target is proper. Choose ``min_beta`` so that the hottest replica moves freely between the
+    modes, and ``K`` so that neighbours swap often (stat ``swap_accept``, one value per pair,
+    NaN for the pairs not proposed in that draw; about 0.2–0.5 is healthy). A pair that almost
+    never swaps marks a phase transition of the tempered family: put more temperatures there
+    with ``betas``.
+
+    Sample stats: those of :class:`StochasticDynamics` for the cold replica, with
+    ``n_grad_evals`` counting all replicas, plus ``swap_accept``.
+    """
+
+    name = "replica_exchange_dynamics"
+    _state_class = ReplicaExchangeState
+
+    def __init__(
+        self,
+        vars: Sequence | None = None,
+        *,
+        n_temperatures: int = 8,
+        min_beta: float = 0.1,
+        betas: Sequence[float] | None = None,
+        model: pm.Model | None = None,
+        initial_point: dict | None = None,
+        compile_kwargs: dict | None = None,
+        **kwargs: Any,
+    ):
+        model = pm.modelcontext(model)
+        if betas is None:
+            ladder = geometric_ladder(n_temperatures, min_beta)
+        else:
+            ladder = np.asarray(betas, dtype=float)
+            if (
+                ladder.ndim != 1
+                or len(ladder) < 2
+                or ladder[0] != 1.0
+                or not np.all(np.diff(ladder) < 0)
+                or ladder[-1] <= 0
+            ):
+                raise ValueError(
+                    "betas must be a strictly decreasing sequence of at least two inverse "
+                    f"temperatures in (0, 1] starting at 1, got {betas!r}"
+                )
+        if initial_point is None:
+            initial_point = model.initial_point()
+        super().__init__(
+            vars,
+            model=model,
+            initial_point=initial_point,
+            compile_kwargs=compile_kwargs,
+            **kwargs,
+        )
+        owned = {v.name for v in self.vars}
+        missing = sorted(v.name for v in model.value_vars if v.name not in owned)
+        if missing:
+            raise ValueError(
+                "ReplicaExchangeDynamics must sample every free variable of the model (tempering "
+                f"one block of a CompoundStep is not exact); it would not sample {missing}"
+            )
+        if self._minibatch_rngs:
+            raise ValueError("ReplicaExchangeDynamics does not support pm.Minibatch data")
+        likelihood_terms = [*model.observed_RVs, *model.potentials]
+        if not likelihood_terms:
+            raise ValueError(
+                "the model has no observed variables or potentials: there is no likelihood to "
+                "temper"
+            )
+        self.betas = ladder
+        # The number of pairs is known only now: PyMC's __new__ set the class's declarations on
+        # the instance, and they are replaced here. A vector stat is an object stat for PyMC's
+        # NDArray backend (see `astep`).
+        self.stats_dtypes_shapes = {
+            **StochasticDynamics.stats_dtypes_shapes,
+            "swap_accept": (object, [len(ladder) - 1]),
+        }
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in self.stats_dtypes_shapes.items()}]
+        prior = model.logp(vars=model.free_RVs)
+        likelihood = model.logp(vars=likelihood_terms)
+        (prior, likelihood), flat = join_nonshared_inputs(
+            initial_point, [prior, likelihood], self.vars
+        )
+        self._prior_likelihood = compile(
+            [flat],
+            [prior, likelihood, pt.grad(prior, flat), pt.grad(likelihood, flat)],
+            **(compile_kwargs or {}),
+        )
+        start = np.concatenate([np.ravel(initial_point[v.name]) for v in self.vars])
+        self._prior_likelihood(start.astype(float))  # machine code now, before forking
+        self.replica_adapts = [deepcopy(self.step_adapt) for _ in ladder]
+        self.replica_potentials = [deepcopy(self.potential) for _ in ladder]
+        self.reset_tuning()
+
+    def reset_tuning(self) -> None:
+        super().reset_tuning()
+        # Adaptation restarts in place: the potentials keep the generators setup_chain gave them.
+        # (StochasticDynamics.__init__ calls this before the replicas' lists exist.)
+        adapts = getattr(self, "replica_adapts", [])
+        potentials = getattr(self, "replica_potentials", [])
+        for adapt, potential in zip(adapts, potentials, strict=True):
+            adapt.reset()
+            potential.reset()
+        self.replicas = np.empty((0, 0))
+        self.replica_momenta = []
+        self.n_swap_rounds = 0
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        super().setup_chain(rng, tune, draws)
+        for potential, seed in zip(
+            self.replica_potentials, self.rng.spawn(len(self.betas)), strict=True
+        ):
+            potential.set_rng(np.random.default_rng(seed))
+
+    def _tempered(self, beta: float):
+        def logp_grad(q: np.ndarray) -> tuple[float, np.ndarray]:
+            prior, likelihood, d_prior, d_likelihood = self._prior_likelihood(q)
+            return float(prior + beta * likelihood), d_prior + beta * d_likelihood
+
+        return logp_grad
+
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
+        q = np.ascontiguousarray(q0.data, dtype=np.float64)
+        if self.replicas.shape != (len(self.betas), q.size):
+            self.replicas = np.tile(q, (len(self.betas), 1))
+            self.replica_momenta = [p.random() for p in self.replica_potentials]
+        self.replicas[0] = q
+        n_grad = 0
+        cold_stats: dict = {}
+        cold_divergences = self.divergences
+        for k, beta in enumerate(self.betas):
+            self.step_adapt, self.potential = self.replica_adapts[k], self.replica_potentials[k]
+            self.momentum = self.replica_momenta[k]
+            position, stats = self._transitions(self.replicas[k], self._tempered(beta), q0)
+            self.replicas[k], self.replica_momenta[k] = position, self.momentum
+            n_grad += stats["n_grad_evals"]
+            if k == 0:
+                cold_stats, cold_divergences = stats, self.divergences
+        # `divergences` counts the cold replica's, as `diverging` reports it.
+        self.divergences = cold_divergences
+        self.step_adapt, self.potential = self.replica_adapts[0], self.replica_potentials[0]
+        self.momentum = self.replica_momenta[0]
+        terms = np.array([self._prior_likelihood(x)[:2] for x in self.replicas])
+        order, swap_accept = swap_neighbours(
+            terms[:, 1], self.betas, self.n_swap_rounds % 2, self.rng.uniform
+        )
+        self.replicas = self.replicas[order]
+        self.n_swap_rounds += 1
+        n_grad += len(self.betas)
+        stats = cold_stats | {
+            "n_grad_evals": n_grad,
+            "model_logp": float(terms[order[0]].sum()),
+            # The leading length-1 axis makes PyMC's np.vstack of object stats over draws give
+            # (draw, pair), as for SFPStep's marginals.
+            "swap_accept": swap_accept[None, :],
+        }
+        return RaveledVars(self.replicas[0].copy(), q0.point_map_info), [stats]
