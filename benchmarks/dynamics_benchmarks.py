@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/dynamics_benchmarks.py            # full run, about 15 minutes on 2 cores
+    python benchmarks/dynamics_benchmarks.py            # full run, about 20 minutes on 2 cores
     python benchmarks/dynamics_benchmarks.py --quick    # smoke run, every budget about 10x smaller
     python benchmarks/dynamics_benchmarks.py --only robot   # one benchmark (see --help)
 
