@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import platform
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +20,63 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def environment_table(
+    load: Sequence[float] | None = None, extra_rows: Sequence[Sequence[str]] = ()
+) -> str:
+    """Markdown table of the run's environment: date, machine, load average (``load``, or now),
+    git HEAD, library versions, PyTensor mode and BLAS threads, then ``extra_rows``."""
+    import arviz as az
+    import numba
+    import numpy as np
+    import pymc as pm
+    import pytensor
+    import scipy
+
+    import pymc_sfp
+
+    def proc_field(path: str, pattern: str) -> str | None:
+        try:
+            match = re.search(pattern, Path(path).read_text(), re.MULTILINE)
+        except OSError:
+            return None
+        return match.group(1).strip() if match else None
+
+    cpu = proc_field("/proc/cpuinfo", r"^model name\s*:\s*(.+)$") or "unknown"
+    kib = proc_field("/proc/meminfo", r"^MemTotal:\s*(\d+) kB")
+    ram = f"{int(kib) / 1024**2:.1f} GiB" if kib else "unknown"
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    rows = [
+        ["date", dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")],
+        ["machine", f"{platform.node()} — `nproc` = {nproc}, CPU {cpu}, RAM {ram}"],
+        [
+            "load average at start (1/5/15 min)",
+            ", ".join(f"{v:.2f}" for v in (os.getloadavg() if load is None else load)),
+        ],
+        ["git HEAD (working tree may be dirty)", commit],
+        ["Python", platform.python_version()],
+        [
+            "PyMC / PyTensor / NumPy",
+            f"{pm.__version__} / {pytensor.__version__} / {np.__version__}",
+        ],
+        ["ArviZ / SciPy / Numba", f"{az.__version__} / {scipy.__version__} / {numba.__version__}"],
+        ["pymc_sfp", pymc_sfp.__version__],
+        ["PyTensor mode / linker", f"{pytensor.config.mode} / {pytensor.config.linker}"],
+        ["BLAS threads", os.environ.get("OPENBLAS_NUM_THREADS", "library default")],
+        *[list(row) for row in extra_rows],
+    ]
+    return md_table(["", ""], rows)
 
 
 @dataclass

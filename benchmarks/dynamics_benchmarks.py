@@ -74,12 +74,7 @@ equivalents) set to 1, since two chains already run in parallel on the two cores
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
-import os
-import platform
-import re
-import subprocess
 import sys
 import time
 import warnings
@@ -90,17 +85,16 @@ from pathlib import Path
 import arviz as az
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 from _report import (  # benchmarks/ on sys.path
     Section,
+    environment_table,
     md_table,
     pin_blas_threads,
     run_sections,
     write_block,
 )
 
-import pymc_sfp
 from pymc_sfp import ReplicaExchangeDynamics, StochasticDynamics
 from pymc_sfp.datasets import make_robot_arm
 
@@ -210,52 +204,6 @@ class Run:
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def environment() -> str:
-    cpu = "unknown"
-    try:
-        match = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        cpu = match.group(1).strip() if match else cpu
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        match = re.search(r"^MemTotal:\s*(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
-        ram = f"{int(match.group(1)) / 1024**2:.1f} GiB" if match else ram
-    except OSError:
-        pass
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    import numba
-    import scipy
-
-    rows = [
-        ["date", dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")],
-        ["machine", f"{platform.node()} — `nproc` = {nproc}, CPU {cpu}, RAM {ram}"],
-        ["load average at start (1/5/15 min)", load],
-        ["git HEAD (working tree may be dirty)", commit],
-        ["Python", platform.python_version()],
-        [
-            "PyMC / PyTensor / NumPy",
-            f"{pm.__version__} / {pytensor.__version__} / {np.__version__}",
-        ],
-        ["ArviZ / SciPy / Numba", f"{az.__version__} / {scipy.__version__} / {numba.__version__}"],
-        ["pymc_sfp", pymc_sfp.__version__],
-        ["PyTensor mode / linker", f"{pytensor.config.mode} / {pytensor.config.linker}"],
-        ["BLAS threads", os.environ.get("OPENBLAS_NUM_THREADS", "library default")],
-    ]
-    return md_table(["", ""], rows)
-
-
 def jittered_starts(model: pm.Model, chains: int, seed: int) -> list[dict]:
     """Per-chain starts: the initial point + U(-1, 1) in the unconstrained space (PyMC's jitter),
     returned in the constrained space keyed by variable name, for ``pm.sample(initvals=...)``."""
@@ -1181,11 +1129,7 @@ def bench_network(s: Settings) -> Section:
     ]
     rows, summary = [], {}
     for name, settings, rows_per_grad, run in cases:
-        names = {k: f"w_{k}" for k in ("in", "b", "out", "ob")}
-        w = {k: draws_of(run.idata, v) for k, v in names.items()}
-        outputs = np.stack(
-            [network_outputs({k: v[c] for k, v in w.items()}, X_test) for c in range(len(starts))]
-        )
+        outputs = chain_outputs(run.idata, X_test)
         per_chain = [test_error(o.mean(axis=0), Y_test) for o in outputs]
         error = test_error(outputs.mean(axis=(0, 1)), Y_test)
         spread = float(np.median(outputs.std(axis=1).mean(axis=0)))
@@ -1307,7 +1251,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="arviz.*")
 
-    env = environment()
+    env = environment_table()
     keys = [args.only] if args.only else list(BENCHMARKS)
     sections, total = run_sections(BENCHMARKS, keys, s, s.mode)
     header = "\n".join(

@@ -51,12 +51,9 @@ the effect. ``--blas-threads 0`` leaves the environment alone.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
 import os
-import platform
-import re
 import subprocess
 import sys
 import time
@@ -69,10 +66,10 @@ import _report
 import arviz as az
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 from _report import (  # benchmarks/ on sys.path
     Section,
+    environment_table,
     md_table,
     pin_blas_threads,
     run_sections,
@@ -81,7 +78,6 @@ from _report import (  # benchmarks/ on sys.path
 from pymc.blocking import DictToArrayBijection
 from scipy import stats
 
-import pymc_sfp
 from pymc_sfp import SFPStep
 from pymc_sfp.fokker_planck import (
     CollocationBasis,
@@ -184,53 +180,6 @@ def fmt_time(seconds: float) -> str:
     if seconds < 1.0:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
-
-
-def environment() -> str:
-    cpu = "unknown"
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
-        cpu = match.group(1).strip() if match else cpu
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        match = re.search(r"^MemTotal:\s*(\d+) kB", Path("/proc/meminfo").read_text(), re.MULTILINE)
-        ram = f"{int(match.group(1)) / 1024**2:.1f} GiB" if match else ram
-    except OSError:
-        pass
-    try:
-        nproc = len(os.sched_getaffinity(0))
-    except AttributeError:
-        nproc = os.cpu_count()
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    import numba
-
-    rows = [
-        ["date", dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")],
-        ["machine", f"{platform.node()} — `nproc` = {nproc}, CPU {cpu}, RAM {ram}"],
-        ["load average at start (1/5/15 min)", load],
-        ["Python", platform.python_version()],
-        [
-            "PyMC / PyTensor / NumPy",
-            f"{pm.__version__} / {pytensor.__version__} / {np.__version__}",
-        ],
-        ["ArviZ / SciPy / Numba", f"{az.__version__} / {_scipy_version()} / {numba.__version__}"],
-        ["pymc_sfp", pymc_sfp.__version__],
-        ["PyTensor mode / linker", f"{pytensor.config.mode} / {pytensor.config.linker}"],
-        [
-            "BLAS threads (OPENBLAS_NUM_THREADS)",
-            os.environ.get("OPENBLAS_NUM_THREADS", "library default"),
-        ],
-    ]
-    return md_table(["", ""], rows)
-
-
-def _scipy_version() -> str:
-    import scipy
-
-    return scipy.__version__
 
 
 def start_point(model: pm.Model) -> dict:
@@ -1329,7 +1278,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("pymc_sfp").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*object mode.*")
 
-    env = environment()
+    env = environment_table()
     keys = [args.only] if args.only else list(BENCHMARKS)
     sections, total = run_sections(BENCHMARKS, keys, s, s.mode)
     header = "\n".join(

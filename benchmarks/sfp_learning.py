@@ -42,25 +42,20 @@ for _blas_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREA
 import argparse  # noqa: E402
 import itertools  # noqa: E402
 import logging  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
 from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
-import pytensor  # noqa: E402
 import xarray as xr  # noqa: E402
-from _report import md_table, run_sections, write_block  # noqa: E402  (benchmarks/ is on sys.path)
+from _report import environment_table, md_table, run_sections, write_block  # noqa: E402  (benchmarks/ is on sys.path)
 from pymc.blocking import DictToArrayBijection  # noqa: E402
 
-import pymc_sfp  # noqa: E402
 from pymc_sfp import IncrementalSFP, SFPStep, sfp_mle  # noqa: E402
 from pymc_sfp.datasets import embed, glass_split, load_breath_rate, load_laser  # noqa: E402
 from pymc_sfp.nn import Network, gaussian_likelihood, mlp  # noqa: E402
@@ -594,30 +589,6 @@ weights: the cost per sweep grows faster than linearly in the weights."""
 # --------------------------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    """The CPU model name from ``lscpu``, or "unknown"."""
-    output = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    for line in output.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def environment_section(settings: Settings, load: tuple[float, float, float]) -> str:
-    """Date, machine, load average at the start, library versions and the settings."""
-    versions = [platform.python_version(), pm.__version__, pytensor.__version__, np.__version__]
-    rows = [
-        ["date", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")],
-        ["machine", f"`nproc` = {os.cpu_count()}, CPU {cpu_model()}"],
-        ["load average at start (1/5/15 min)", ", ".join(f"{v:.2f}" for v in load)],
-        ["Python / PyMC / PyTensor / NumPy", " / ".join(versions)],
-        ["pymc_sfp", pymc_sfp.__version__],
-        ["BLAS threads (OPENBLAS/OMP/MKL_NUM_THREADS)", os.environ["OPENBLAS_NUM_THREADS"]],
-        ["settings", f"`{settings}`"],
-    ]
-    return md_table(["", ""], rows)
-
-
 EXPERIMENTS: dict[str, Callable[[Settings], str]] = {
     "glass": glass_experiment,
     "santafe": santafe_experiment,
@@ -655,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             + "). One run per experiment, fixed seeds; wall times include compilation and may "
             "have been taken while another benchmark shared the 2 cores. Environment of the "
             "latest run:",
-            environment_section(settings, load),
+            environment_table(load, [["settings", f"`{settings}`"]]),
         ]
     )
     write_block(
