@@ -3,6 +3,8 @@
 Tolerances come from the Monte Carlo error (ArviZ's MCSE, which accounts for autocorrelation).
 """
 
+import warnings
+
 import arviz as az
 import numpy as np
 import pymc as pm
@@ -13,6 +15,7 @@ from scipy import stats
 from pymc_sfp import ReplicaExchangeDynamics, StochasticDynamics
 from pymc_sfp.dynamics import (
     PhaseState,
+    equal_rejection_ladder,
     geometric_ladder,
     leapfrog,
     swap_neighbours,
@@ -97,18 +100,21 @@ def test_divergent_trajectory_is_flagged_and_restored():
     logp_grad = gaussian_logp_grad(np.array([[100.0]]))
     start = PhaseState(np.array([0.5]), np.array([0.0]), *logp_grad(np.array([0.5])))
     rng = np.random.default_rng(0)
-    end, info = transition(
-        start,
-        step_size=1.0,
-        n_steps=50,
-        alpha=0.5,
-        correct=False,
-        logp_grad=logp_grad,
-        velocity=identity,
-        kinetic_energy=half_square,
-        draw_momentum=lambda: rng.normal(size=1),
-        uniform=rng.uniform,
-    )
+    # 200 steps overflow float64; the blow-up is flagged, not warned about.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        end, info = transition(
+            start,
+            step_size=1.0,
+            n_steps=200,
+            alpha=0.5,
+            correct=False,
+            logp_grad=logp_grad,
+            velocity=identity,
+            kinetic_energy=half_square,
+            draw_momentum=lambda: rng.normal(size=1),
+            uniform=rng.uniform,
+        )
     assert info.diverging and info.accept_stat == 0.0 and not info.accepted
     np.testing.assert_array_equal(end.position, start.position)
     assert np.isfinite(end.momentum).all() and end.logp == start.logp
@@ -353,6 +359,16 @@ def test_geometric_ladder_and_swap_rule():
     np.testing.assert_array_equal(order, [0, 2, 1])
 
 
+def test_equal_rejection_ladder():
+    ladder = np.array([1.0, 0.5, 0.25, 0.125])
+    np.testing.assert_allclose(equal_rejection_ladder(ladder, np.full(3, 0.3)), ladder)
+    # Barriers 0.6, 0.001, 0.001 (floored): cumulative 0, 0.6, 0.601, 0.602, inverted at
+    # thirds of 0.602 by linear interpolation in log β.
+    fractions = np.array([1.0, 2.0]) * 0.602 / 3 / 0.6
+    expected = [1.0, *(0.5**fractions), 0.125]
+    np.testing.assert_allclose(equal_rejection_ladder(ladder, [0.6, 0.0, 0.0]), expected)
+
+
 @pytest.fixture(scope="module")
 def separated_modes():
     """x ~ N(0, 3²) with a two-mode likelihood 0.3 N(−3, 0.3²) + 0.7 N(3, 0.3²): a barrier of
@@ -393,6 +409,56 @@ def test_replica_exchange_recovers_the_weights_of_separated_modes(separated_mode
     assert swaps.shape[-1] == 5
     assert 0.1 < float(swaps.mean()) < 1.0
     assert int(idata.sample_stats["diverging"].sum()) == 0
+    assert idata.sample_stats["replica_diverging"].shape[-1] == 6
+    assert not idata.sample_stats["replica_diverging"].values.any()
+
+
+def test_replica_exchange_flags_divergences_of_every_replica():
+    with pm.Model() as model:
+        w = pm.Normal("w", 0.0, 1.0, shape=3)
+        pm.Normal("y", w, 0.01, observed=np.zeros(3))
+        step = ReplicaExchangeDynamics(
+            n_temperatures=3,
+            min_beta=0.01,
+            step_size=5.0,
+            n_leapfrog=20,
+            adapt_step_size=False,
+            scaling=np.ones(3),
+        )
+    step.tune = False
+    q = DictToArrayBijection.map(model.initial_point())
+    new_q, stats = step.astep(q)
+    np.testing.assert_array_equal(stats[0]["replica_diverging"], [[True, True, True]])
+    assert stats[0]["diverging"] and stats[0]["divergences"] == 1
+    np.testing.assert_array_equal(new_q.data, q.data)
+
+
+def test_replica_exchange_ladder_adapts_to_equal_swap_rates(separated_modes):
+    """A ladder crowded near β = 1 swaps freely there and hardly across its last gap; adapted
+    during tuning, it spreads the temperatures until every pair swaps about equally often."""
+    model, _, _ = separated_modes
+    crowded = [1.0, 0.9, 0.8, 0.7, 0.003]
+    rates, ladders = {}, {}
+    for adapt in (False, True):
+        idata = sample(
+            model,
+            lambda adapt=adapt: ReplicaExchangeDynamics(
+                betas=crowded, n_leapfrog=5, adapt_ladder=adapt
+            ),
+            draws=1000,
+            tune=800,
+        )
+        rates[adapt] = np.nanmean(idata.sample_stats["swap_accept"].values, axis=(0, 1))
+        ladders[adapt] = idata.sample_stats["betas"].values
+    # Each rate averages about 1000 proposals (standard error < 0.02).
+    assert rates[False].max() - rates[False].min() > 0.5
+    assert rates[True].max() - rates[True].min() < 0.15
+    np.testing.assert_array_equal(ladders[False], np.broadcast_to(crowded, ladders[False].shape))
+    adapted = ladders[True]
+    assert np.all(adapted[..., 0] == 1.0) and np.all(adapted[..., -1] == 0.003)
+    assert np.all(np.diff(adapted, axis=-1) < 0)
+    assert np.all(adapted == adapted[:, :1])  # frozen after tuning
+    assert np.all(adapted[:, 0, 1] < 0.6)
 
 
 def test_replica_exchange_reproducible_across_cores(separated_modes):

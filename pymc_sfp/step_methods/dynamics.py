@@ -30,7 +30,13 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_sfp.dynamics import PhaseState, geometric_ladder, swap_neighbours, transition
+from pymc_sfp.dynamics import (
+    PhaseState,
+    equal_rejection_ladder,
+    geometric_ladder,
+    swap_neighbours,
+    transition,
+)
 from pymc_sfp.step_methods._common import (
     ProgressField,
     continuous_value_vars,
@@ -407,6 +413,9 @@ class ReplicaExchangeState(StochasticDynamicsState):
     replica_adapts: list
     replica_potentials: list
     n_swap_rounds: int
+    betas: np.ndarray
+    swap_rejections: np.ndarray
+    swap_proposals: np.ndarray
 
 
 class ReplicaExchangeDynamics(StochasticDynamics):
@@ -429,9 +438,15 @@ class ReplicaExchangeDynamics(StochasticDynamics):
     n_temperatures : int, default 8
         ``K >= 2``.
     min_beta : float, default 0.1
-        ``β_{K-1}`` in ``(0, 1)``; the ladder is geometric (:func:`geometric_ladder`).
+        ``β_{K-1}`` in ``(0, 1)``; the starting ladder is geometric (:func:`geometric_ladder`).
     betas : array, optional
         An explicit ladder instead: strictly decreasing, starting at 1, all in ``(0, 1]``.
+    adapt_ladder : bool, default True
+        During tuning, move the inner temperatures so that neighbours reject swaps equally often
+        (:func:`pymc_sfp.dynamics.equal_rejection_ladder`), at the ends of tuning rounds of
+        doubling length: after 1/8, 1/4 and 1/2 of the tuning draws, each from the swaps since
+        the last. The ends ``1`` and ``min_beta`` (or ``betas[-1]``) stay; the second half of
+        tuning lets each replica's step size and mass matrix settle on the final ladder.
     **kwargs :
         As for :class:`StochasticDynamics` (``pm.Minibatch`` data is not supported).
 
@@ -441,12 +456,15 @@ class ReplicaExchangeDynamics(StochasticDynamics):
     the prior (free variables, with their Jacobians) is never tempered, so every replica's
     target is proper. Choose ``min_beta`` so that the hottest replica moves freely between the
     modes, and ``K`` so that neighbours swap often (stat ``swap_accept``, one value per pair,
-    NaN for the pairs not proposed in that draw; about 0.2–0.5 is healthy). A pair that almost
-    never swaps marks a phase transition of the tempered family: put more temperatures there
-    with ``betas``.
+    NaN for the pairs not proposed in that draw; about 0.2–0.5 is healthy). Pairs that still
+    rarely swap after the ladder has adapted call for more temperatures.
 
     Sample stats: those of :class:`StochasticDynamics` for the cold replica, with
-    ``n_grad_evals`` counting all replicas, plus ``swap_accept``.
+    ``n_grad_evals`` counting all replicas, plus ``swap_accept``, ``betas`` (the ladder in use)
+    and ``replica_diverging`` (one flag per replica, coldest first, during tuning too). A hot
+    replica recovers from a divergent trajectory as the cold one does, by returning to its
+    start; ``diverging`` and ``divergences`` report only the cold replica, whose states are the
+    draws.
     """
 
     name = "replica_exchange_dynamics"
@@ -459,6 +477,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         n_temperatures: int = 8,
         min_beta: float = 0.1,
         betas: Sequence[float] | None = None,
+        adapt_ladder: bool = True,
         model: pm.Model | None = None,
         initial_point: dict | None = None,
         compile_kwargs: dict | None = None,
@@ -482,6 +501,10 @@ class ReplicaExchangeDynamics(StochasticDynamics):
                 )
         if initial_point is None:
             initial_point = model.initial_point()
+        # Set before StochasticDynamics.__init__, whose reset_tuning starts the ladder from it.
+        self.initial_betas = ladder
+        self.adapt_ladder = bool(adapt_ladder)
+        self.n_tune = 0
         super().__init__(
             vars,
             model=model,
@@ -504,13 +527,14 @@ class ReplicaExchangeDynamics(StochasticDynamics):
                 "the model has no observed variables or potentials: there is no likelihood to "
                 "temper"
             )
-        self.betas = ladder
         # The number of pairs is known only now: PyMC's __new__ set the class's declarations on
         # the instance, and they are replaced here. A vector stat is an object stat for PyMC's
         # NDArray backend (see `astep`).
         self.stats_dtypes_shapes = {
             **StochasticDynamics.stats_dtypes_shapes,
             "swap_accept": (object, [len(ladder) - 1]),
+            "replica_diverging": (object, [len(ladder)]),
+            "betas": (object, [len(ladder)]),
         }
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in self.stats_dtypes_shapes.items()}]
         prior = model.logp(vars=model.free_RVs)
@@ -541,9 +565,13 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         self.replicas = np.empty((0, 0))
         self.replica_momenta = []
         self.n_swap_rounds = 0
+        self.betas = self.initial_betas.copy()
+        self.swap_rejections = np.zeros(len(self.betas) - 1)
+        self.swap_proposals = np.zeros(len(self.betas) - 1, dtype=int)
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         super().setup_chain(rng, tune, draws)
+        self.n_tune = int(tune)
         for potential, seed in zip(
             self.replica_potentials, self.rng.spawn(len(self.betas)), strict=True
         ):
@@ -556,6 +584,19 @@ class ReplicaExchangeDynamics(StochasticDynamics):
 
         return logp_grad
 
+    def _adapt_ladder(self, swap_accept: np.ndarray) -> None:
+        proposed = ~np.isnan(swap_accept)
+        self.swap_rejections[proposed] += 1.0 - swap_accept[proposed]
+        self.swap_proposals += proposed
+        round_ends = {self.n_tune // 8, self.n_tune // 4, self.n_tune // 2}
+        # A round needs a few proposals of every pair for its rates to mean anything.
+        if self.n_swap_rounds in round_ends and self.swap_proposals.min() >= 5:
+            self.betas = equal_rejection_ladder(
+                self.betas, self.swap_rejections / self.swap_proposals
+            )
+            self.swap_rejections[:] = 0.0
+            self.swap_proposals[:] = 0
+
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         q = np.ascontiguousarray(q0.data, dtype=np.float64)
         if self.replicas.shape != (len(self.betas), q.size):
@@ -565,12 +606,14 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         n_grad = 0
         cold_stats: dict = {}
         cold_divergences = self.divergences
+        replica_diverging = np.zeros(len(self.betas), dtype=bool)
         for k, beta in enumerate(self.betas):
             self.step_adapt, self.potential = self.replica_adapts[k], self.replica_potentials[k]
             self.momentum = self.replica_momenta[k]
             position, stats = self._transitions(self.replicas[k], self._tempered(beta), q0)
             self.replicas[k], self.replica_momenta[k] = position, self.momentum
             n_grad += stats["n_grad_evals"]
+            replica_diverging[k] = stats["diverging"]
             if k == 0:
                 cold_stats, cold_divergences = stats, self.divergences
         # `divergences` counts the cold replica's, as `diverging` reports it.
@@ -583,6 +626,9 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         )
         self.replicas = self.replicas[order]
         self.n_swap_rounds += 1
+        ladder = self.betas
+        if self.tune and self.adapt_ladder:
+            self._adapt_ladder(swap_accept)
         n_grad += len(self.betas)
         stats = cold_stats | {
             "n_grad_evals": n_grad,
@@ -590,5 +636,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
             # The leading length-1 axis makes PyMC's np.vstack of object stats over draws give
             # (draw, pair), as for SFPStep's marginals.
             "swap_accept": swap_accept[None, :],
+            "replica_diverging": replica_diverging[None, :],
+            "betas": ladder[None, :],
         }
         return RaveledVars(self.replicas[0].copy(), q0.point_map_info), [stats]
