@@ -1,0 +1,225 @@
+"""Tests for the integrated (collapsed) output layer: pymc_sfp.linear_gaussian and
+``mlp(..., output_layer="integrated")``.
+
+The marginal likelihood and the conditional of the weights are checked against the dense
+``n × n`` Gaussian formulas. End to end, a 1-1-1 network with its output layer integrated out is
+sampled and its output layer drawn back; the moments are compared with a quadrature over the two
+hidden-layer parameters of the dense marginal, within Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+from scipy import stats
+
+from pymc_sfp import StochasticDynamics
+from pymc_sfp.linear_gaussian import marginal_loglik, posterior_draws, posterior_mean
+from pymc_sfp.nn import gaussian_likelihood, mlp
+
+RNG = np.random.default_rng(20261123)
+FAST = {"mode": "FAST_COMPILE"}
+
+
+def dense_posterior(H, Y, s, sigma):
+    """Mean (k, D) and covariance (k, k) of the layer's weights from the precision matrix."""
+    Ht = np.column_stack([H, np.ones(len(H))])
+    precision = Ht.T @ Ht / sigma**2 + np.eye(Ht.shape[1]) / s**2
+    covariance = np.linalg.inv(precision)
+    return covariance @ Ht.T @ Y / sigma**2, covariance
+
+
+def dense_marginal(H, Y, s, sigma):
+    Ht = np.column_stack([H, np.ones(len(H))])
+    C = s**2 * Ht @ Ht.T + sigma**2 * np.eye(len(H))
+    return sum(stats.multivariate_normal(np.zeros(len(H)), C).logpdf(y) for y in Y.T)
+
+
+@pytest.mark.parametrize("sigma", [0.05, 0.3, 2.0])
+def test_marginal_loglik_matches_dense_gaussian(sigma):
+    H, Y = np.tanh(RNG.normal(size=(30, 4))), RNG.normal(size=(30, 2))
+    s = 1.7
+    assert marginal_loglik(H, Y, s, sigma).eval() == pytest.approx(
+        dense_marginal(H, Y, s, sigma), rel=1e-10
+    )
+
+
+def test_marginal_loglik_gradient_matches_finite_differences():
+    H, Y = np.tanh(RNG.normal(size=(12, 3))), RNG.normal(size=(12, 2))
+    h_var = pm.pytensorf.pt.matrix("H")
+    s_var, sigma_var = pm.pytensorf.pt.scalar("s"), pm.pytensorf.pt.scalar("sigma")
+    logp = marginal_loglik(h_var, Y, s_var, sigma_var)
+    grads = pm.pytensorf.pt.grad(logp, [h_var, s_var, sigma_var])
+    grad_fn = pm.pytensorf.compile([h_var, s_var, sigma_var], grads, **FAST)
+    s, sigma, h = 0.8, 0.4, 1e-6
+    g_H, g_s, g_sigma = grad_fn(H, s, sigma)
+    assert g_s == pytest.approx(
+        (dense_marginal(H, Y, s + h, sigma) - dense_marginal(H, Y, s - h, sigma)) / (2 * h),
+        rel=1e-5,
+    )
+    assert g_sigma == pytest.approx(
+        (dense_marginal(H, Y, s, sigma + h) - dense_marginal(H, Y, s, sigma - h)) / (2 * h),
+        rel=1e-5,
+    )
+    step = np.zeros_like(H)
+    step[3, 1] = h
+    assert g_H[3, 1] == pytest.approx(
+        (dense_marginal(H + step, Y, s, sigma) - dense_marginal(H - step, Y, s, sigma)) / (2 * h),
+        rel=1e-5,
+    )
+
+
+def test_posterior_mean_and_draws_match_the_dense_conditional():
+    H, Y = np.tanh(RNG.normal(size=(25, 3))), RNG.normal(size=(25, 2))
+    s, sigma = 1.2, 0.5
+    mean, covariance = dense_posterior(H, Y, s, sigma)
+    n = 20_000
+    batch = np.broadcast_to(H, (n, *H.shape))
+    np.testing.assert_allclose(posterior_mean(H, Y, s, sigma), mean, rtol=1e-10)
+    draws = posterior_draws(batch, Y, np.full(n, s), np.full(n, sigma), np.random.default_rng(1))
+    assert draws.shape == (n, 4, 2)
+    sd = np.sqrt(np.diag(covariance))[:, None]
+    # Independent exact draws: each mean within 4 standard errors, and the covariance of each
+    # output column's weights within 4 standard errors of a sample covariance (≈ √(2/n) relative
+    # on the diagonal).
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 4 * sd / np.sqrt(n))
+    for column in range(2):
+        sample_cov = np.cov(draws[:, :, column], rowvar=False)
+        scale = np.sqrt(np.outer(np.diag(covariance), np.diag(covariance)))
+        assert np.all(np.abs(sample_cov - covariance) < 4 * scale * np.sqrt(2 / n))
+
+
+# ------------------------------------------------------------------------ the network, end to end
+X_111 = np.linspace(-2.0, 2.0, 15)[:, None]
+Y_111 = 0.8 * np.tanh(1.5 * X_111 + 0.3) + 0.2 + 0.3 * RNG.normal(size=(15, 1))
+NOISE_111 = 0.3
+
+
+def quadrature_reference():
+    """Exact posterior moments of the 1-1-1 network (N(0, 1) weights, known noise) by quadrature
+    over the hidden weight ``u`` and bias ``c`` of the dense marginal, the output layer's
+    conditional moments added: ``E[u²], E[c²], E[v²], E[d]``."""
+    grid = np.linspace(-6.0, 6.0, 241)
+    u, c = (a.ravel() for a in np.meshgrid(grid, grid, indexing="ij"))
+    n = len(X_111)
+    # Every grid point at once: features with the bias column, (points, n, 2).
+    H = np.stack([np.tanh(u[:, None] * X_111[:, 0] + c[:, None]), np.ones((len(u), n))], axis=2)
+    y = Y_111[:, 0]
+    covariance_y = H @ np.swapaxes(H, 1, 2) + NOISE_111**2 * np.eye(n)
+    _, log_det = np.linalg.slogdet(covariance_y)
+    alpha = np.linalg.solve(covariance_y, np.broadcast_to(y, (len(u), n))[..., None])[..., 0]
+    log_post = stats.norm.logpdf(u) + stats.norm.logpdf(c) - 0.5 * (log_det + alpha @ y)
+    # The output layer given (u, c): precision HᵀH/σ² + I, mean Σ Hᵀy/σ².
+    precision = np.swapaxes(H, 1, 2) @ H / NOISE_111**2 + np.eye(2)
+    covariance_w = np.linalg.inv(precision)
+    mean_w = (covariance_w @ (np.swapaxes(H, 1, 2) @ y)[..., None])[..., 0] / NOISE_111**2
+    weights = np.exp(log_post - log_post.max())
+    weights /= weights.sum()
+    return {
+        "u2": float(weights @ u**2),
+        "c2": float(weights @ c**2),
+        "v2": float(weights @ (mean_w[:, 0] ** 2 + covariance_w[:, 0, 0])),
+        "d": float(weights @ mean_w[:, 1]),
+    }
+
+
+@pytest.fixture(scope="module")
+def integrated_run():
+    with pm.Model() as model:
+        net = mlp(X_111, (1, 1, 1), prior="gaussian", output_layer="integrated")
+        gaussian_likelihood(net, Y_111, sigma=NOISE_111)
+        idata = pm.sample(
+            draws=2000,
+            tune=1000,
+            chains=4,
+            cores=1,
+            step=StochasticDynamics(alpha=0.9, n_leapfrog=5),
+            random_seed=11,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return model, net, idata
+
+
+def test_integrated_output_layer_recovers_the_joint_posterior(integrated_run):
+    _, net, idata = integrated_run
+    reference = quadrature_reference()
+    posterior = idata["posterior"].to_dataset()
+    assert "net_w1" not in posterior and "net_b1" not in posterior
+    layer = net.sample_output_layer(idata, random_seed=5)
+    assert layer["net_w1"].dims == ("chain", "draw", "net_hidden0", "net_out")
+    assert layer["net_b1"].dims == ("chain", "draw", "net_out")
+    draws = {
+        "u2": posterior["net_w0"].values[..., 0, 0] ** 2,
+        "c2": posterior["net_b0"].values[..., 0] ** 2,
+        "v2": layer["net_w1"].values[..., 0, 0] ** 2,
+        "d": layer["net_b1"].values[..., 0],
+    }
+    for key, values in draws.items():
+        error = values.std() / np.sqrt(float(az.ess(values)))
+        assert abs(values.mean() - reference[key]) < 4 * error, key
+
+
+def test_integrated_predictions(integrated_run):
+    """``predict`` uses each draw's conditional-mean output layer; with drawn output layers
+    merged into the posterior it uses those (checked by hand). Per draw, the drawn prediction
+    minus the conditional mean is independent zero-mean noise, so its average over the draws is
+    within Monte Carlo error of zero."""
+    _, net, idata = integrated_run
+    X_new = np.array([[-1.0], [0.5]])
+    conditional_means = net.predict(idata, X_new).values
+    merged = idata["posterior"].to_dataset().merge(net.sample_output_layer(idata, random_seed=3))
+    drawn = net.predict(merged, X_new)
+    by_hand = (
+        np.tanh(merged["net_w0"].values[..., None, 0, 0] * X_new[:, 0] + merged["net_b0"].values)
+        * merged["net_w1"].values[..., None, 0, 0]
+        + merged["net_b1"].values
+    )
+    np.testing.assert_allclose(drawn.values[..., 0], by_hand, rtol=1e-12)
+    noise = (drawn.values - conditional_means).reshape(-1, len(X_new))
+    assert np.all(np.abs(noise.mean(axis=0)) < 4 * noise.std(axis=0) / np.sqrt(len(noise)))
+    np.testing.assert_allclose(
+        net.predict_mean(idata, X_new).values, conditional_means.mean(axis=(0, 1))
+    )
+
+
+def test_integrated_output_layer_bad_input():
+    with pm.Model():
+        with pytest.raises(ValueError, match="output_layer must be one of"):
+            mlp(X_111, (1, 2, 1), prior="gaussian", output_layer="marginal")
+        for kwargs in (
+            {"prior": "uniform"},
+            {"prior": "gaussian", "output": "softmax"},
+            {"prior": "gaussian", "deterministic": True},
+        ):
+            with pytest.raises(ValueError, match="needs linear outputs, a Gaussian prior"):
+                mlp(X_111, (1, 2, 2), output_layer="integrated", **kwargs)
+        net = mlp(X_111, (1, 2, 1), prior="group", output_layer="integrated")
+        assert net.output is None and net.logits is None and len(net.weights) == 1
+        assert set(net.scales) == {"w0", "b0", "out"}
+        hidden_draws = xr.Dataset(
+            {
+                "net_w0": (("chain", "draw", "net_in", "net_hidden0"), np.zeros((1, 3, 1, 2))),
+                "net_b0": (("chain", "draw", "net_hidden0"), np.zeros((1, 3, 2))),
+            }
+        )
+        with pytest.raises(ValueError, match="has no targets attached"):
+            net.predict(hidden_draws)
+        with pytest.raises(ValueError, match="not conjugate"):
+            gaussian_likelihood(net, Y_111, sigma="integrated")
+        with pytest.raises(ValueError, match="not conjugate"):
+            gaussian_likelihood(net, Y_111, D=0.01)
+        with pytest.raises(ValueError, match="sigma must be a scalar"):
+            gaussian_likelihood(net, Y_111, sigma=np.array([0.1]))
+        gaussian_likelihood(net, Y_111, sigma=0.2)
+        with pytest.raises(ValueError, match="already has targets"):
+            gaussian_likelihood(net, Y_111, sigma=0.2, name="again")
+        pm.set_data({"net_X": X_111[:5]})
+        with pytest.raises(ValueError, match="predict at new inputs with X_new"):
+            net.predict(hidden_draws)
+        sampled = mlp(X_111, (1, 2, 1), prior="gaussian", name="plain")
+        with pytest.raises(ValueError, match="samples its output layer"):
+            sampled.sample_output_layer({})
