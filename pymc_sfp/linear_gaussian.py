@@ -7,7 +7,7 @@ is marginally ``y_d ~ N(0, s² H̃ H̃ᵀ + σ² I)``, and ``W`` given the data 
 network's last layer is such a layer (Neal 1993, Eq. 1–2 with the Gaussian prior of Eq. 7 on
 the hidden→output weights), so a sampler need only move the hidden layers and the two scales;
 the output layer's weights come back afterwards as exact draws from their conditional
-(a collapsed Gibbs sampler in two stages).
+(collapsed sampling: the marginal posterior first, the conditional afterwards).
 
 Every formula goes through the ``k × k`` matrix ``B = H̃ᵀ H̃ + λ I`` with ``λ = σ² / s²`` and
 ``k = h + 1`` (Woodbury), never the ``n × n`` covariance; with ``μ = B⁻¹ H̃ᵀ Y``:

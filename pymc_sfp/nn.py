@@ -396,8 +396,9 @@ def _hyper_draws(samples: Any, value: Any, n_draws: int) -> np.ndarray:
         constant = float(value)
     except TypeError:
         raise ValueError(
-            "the noise sd of an integrated output layer must be a number or a named model "
-            "variable (wrap an expression in pm.Deterministic) to predict from the samples"
+            "the noise sd and the prior sd of an integrated output layer must be numbers or "
+            "named model variables (wrap an expression in pm.Deterministic) to predict from "
+            "the samples"
         ) from None
     return np.full(n_draws, constant)
 
