@@ -135,8 +135,8 @@ TEMPERED_DRAWS_FACTOR = 4
 # seeds. Settings from a scratch scan on that model (4 x (1000 + 1000) draws, three seeds): at
 # ROBOT_SD 3-5 % of the draws diverged and the largest scale R-hat was 1.007-1.015 (smallest ESS
 # 372-605); alpha 0.98 with target_accept 0.95 cut the divergences to 0.4-1.4 % (R-hat
-# 1.006-1.014, smallest ESS 403-727); alpha 0.98 alone, 0.99, HMC with L=100 and alpha 0.99 with
-# L=1 did no better.
+# 1.006-1.014, smallest ESS 403-727); alpha 0.98 alone, target_accept 0.95 alone, alpha 0.99, HMC
+# with L=100 and alpha 0.99 with L=1 did no better (one seed each; alpha 0.98 alone on three).
 INTEGRATED_SD = {"alpha": 0.98, "n_leapfrog": 10, "thin": 10}
 INTEGRATED_TARGET_ACCEPT = 0.95
 INTEGRATED_TUNE_FACTOR, INTEGRATED_DRAWS_FACTOR = 2, 4
@@ -798,7 +798,7 @@ def bench_robot(s: Settings) -> Section:
             f"they run {INTEGRATED_TUNE_FACTOR}× the tuning and {INTEGRATED_DRAWS_FACTOR}× the "
             "draws of the other rows. The dynamics there use α = "
             f"{INTEGRATED_SD['alpha']:g} and target_accept {INTEGRATED_TARGET_ACCEPT} (from a "
-            "scratch scan of five settings on that model; with the first row's settings 3–5 % "
+            "scratch scan of seven settings on that model; with the first row's settings 3–5 % "
             "of the draws diverged, against 0.4–1.4 %, at a similar smallest scale ESS). "
             "Anchor (PYMC_NOTES, "
             f"NUTS, 4 × 1000 draws, similar machine, possibly another prior): {ANCHOR_NUTS}.",
