@@ -84,17 +84,14 @@ def marginal_loglik(features: Any, Y: Any, weight_sd: Any, noise_sd: Any) -> Ten
     return -0.5 * (misfit / sigma**2 + n_outputs * log_det + n * n_outputs * np.log(2 * np.pi))
 
 
-def _posterior_factors(
+def _normal_equations(
     features: np.ndarray, Y: np.ndarray, weight_sd: np.ndarray, noise_sd: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``μ`` (…, k, D) and the Cholesky factor ``L`` of ``B`` (…, k, k), batched over draws."""
+    """``B`` (…, k, k) and ``H̃ᵀ Y`` (…, k, D), batched over draws."""
     H = np.concatenate([features, np.ones((*features.shape[:-1], 1))], axis=-1)
-    k = H.shape[-1]
     ridge = (np.asarray(noise_sd, dtype=float) / np.asarray(weight_sd, dtype=float)) ** 2
-    B = np.swapaxes(H, -1, -2) @ H + ridge[..., None, None] * np.eye(k)
-    cholesky = np.linalg.cholesky(B)
-    mean = np.linalg.solve(B, np.swapaxes(H, -1, -2) @ Y)
-    return mean, cholesky
+    B = np.swapaxes(H, -1, -2) @ H + ridge[..., None, None] * np.eye(H.shape[-1])
+    return B, np.swapaxes(H, -1, -2) @ Y
 
 
 def posterior_mean(
@@ -116,7 +113,7 @@ def posterior_mean(
     ndarray, shape (..., h + 1, D)
         Weights in rows ``0 .. h - 1``, the biases in the last row.
     """
-    return _posterior_factors(features, Y, weight_sd, noise_sd)[0]
+    return np.linalg.solve(*_normal_equations(features, Y, weight_sd, noise_sd))
 
 
 def posterior_draws(
@@ -131,7 +128,9 @@ def posterior_draws(
     Arguments and result as for :func:`posterior_mean`, plus ``rng``. ``σ L⁻ᵀ ε`` with
     ``B = L Lᵀ`` and ``ε`` standard normal has covariance ``σ² B⁻¹``.
     """
-    mean, cholesky = _posterior_factors(features, Y, weight_sd, noise_sd)
+    B, projection = _normal_equations(features, Y, weight_sd, noise_sd)
+    mean = np.linalg.solve(B, projection)
+    cholesky = np.linalg.cholesky(B)
     noise = rng.standard_normal(mean.shape)
     sd = np.asarray(noise_sd, dtype=float)[..., None, None]
     return mean + sd * np.linalg.solve(np.swapaxes(cholesky, -1, -2), noise)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 import xarray as xr
+from pymc.pytensorf import compile
 from scipy import stats
 
 from pymc_sfp import StochasticDynamics
@@ -49,11 +51,11 @@ def test_marginal_loglik_matches_dense_gaussian(sigma):
 
 def test_marginal_loglik_gradient_matches_finite_differences():
     H, Y = np.tanh(RNG.normal(size=(12, 3))), RNG.normal(size=(12, 2))
-    h_var = pm.pytensorf.pt.matrix("H")
-    s_var, sigma_var = pm.pytensorf.pt.scalar("s"), pm.pytensorf.pt.scalar("sigma")
+    h_var = pt.matrix("H")
+    s_var, sigma_var = pt.scalar("s"), pt.scalar("sigma")
     logp = marginal_loglik(h_var, Y, s_var, sigma_var)
-    grads = pm.pytensorf.pt.grad(logp, [h_var, s_var, sigma_var])
-    grad_fn = pm.pytensorf.compile([h_var, s_var, sigma_var], grads, **FAST)
+    grads = pt.grad(logp, [h_var, s_var, sigma_var])
+    grad_fn = compile([h_var, s_var, sigma_var], grads, **FAST)
     s, sigma, h = 0.8, 0.4, 1e-6
     g_H, g_s, g_sigma = grad_fn(H, s, sigma)
     assert g_s == pytest.approx(
