@@ -79,7 +79,7 @@ from pymc.blocking import DictToArrayBijection
 from scipy import stats
 
 from pymc_sfp import SFPStep
-from pymc_sfp.fokker_planck import (
+from pymc_sfp.core.fokker_planck import (
     CollocationBasis,
     collocation_conditional,
     quadrature_conditional,

@@ -24,9 +24,9 @@ import xarray as xr
 from pymc.blocking import DictToArrayBijection
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_sfp.marginals import Marginal, sfp_marginals
+from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID, Marginal, sfp_marginals
 from pymc_sfp.nn import OUTPUTS, Network, _matrix, gaussian_likelihood, mlp
-from pymc_sfp.step_methods.sfp import STAT_PREFIX_CDF, STAT_PREFIX_GRID, SFPStep
+from pymc_sfp.step_methods.sfp import SFPStep
 
 __all__ = [
     "IncrementalSFP",

@@ -15,9 +15,19 @@ import numpy as np
 from scipy.interpolate import CubicSpline, PchipInterpolator
 from scipy.optimize import minimize_scalar
 
-from pymc_sfp.step_methods.sfp import STAT_PREFIX_CDF, STAT_PREFIX_GRID
+__all__ = [
+    "STAT_PREFIX_CDF",
+    "STAT_PREFIX_GRID",
+    "Marginal",
+    "average_conditionals",
+    "sfp_marginals",
+]
 
-__all__ = ["Marginal", "sfp_marginals"]
+#: Sample-stat name prefixes of the SFP marginal format: for a variable ``name``, the stats
+#: ``sfp_cdf__<name>`` and ``sfp_grid__<name>`` hold, per draw, each coordinate's conditional CDF
+#: and the points it is recorded at, shape ``(*variable_shape, marginal_points)``.
+STAT_PREFIX_CDF = "sfp_cdf__"
+STAT_PREFIX_GRID = "sfp_grid__"
 
 
 class Marginal:
@@ -94,8 +104,29 @@ class Marginal:
         )
 
 
-def _average_cdf(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
-    """Average conditional CDFs recorded on (possibly different) grids into one marginal."""
+def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
+    """Average conditional CDFs recorded on (possibly different) grids into one marginal (Eq. 7).
+
+    Parameters
+    ----------
+    grids : ndarray, shape (draws, K)
+        The increasing points at which each draw's conditional CDF was recorded.
+    cdfs : ndarray, shape (draws, K)
+        The conditional CDFs at those points.
+
+    Returns
+    -------
+    Marginal
+        The average of the conditionals, on the union of the grids (each conditional is 0 below
+        and 1 above its own grid).
+    """
+    grids = np.asarray(grids, dtype=float)
+    cdfs = np.asarray(cdfs, dtype=float)
+    if grids.ndim != 2 or grids.shape != cdfs.shape or len(grids) == 0:
+        raise ValueError(
+            "grids and cdfs must be arrays of the same shape (draws, points) with at least one "
+            f"draw; got {grids.shape} and {cdfs.shape}"
+        )
     unique_grids, inverse, counts = np.unique(
         grids, axis=0, return_inverse=True, return_counts=True
     )
@@ -157,10 +188,10 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
         cdf = np.moveaxis(cdf.reshape(-1, *shape, n_points), 0, -2)
         grid = np.moveaxis(grid.reshape(-1, *shape, n_points), 0, -2)
         if not shape:
-            out[name] = _average_cdf(grid, cdf)
+            out[name] = average_conditionals(grid, cdf)
             continue
         marginals = np.empty(shape, dtype=object)
         for index in np.ndindex(*shape):
-            marginals[index] = _average_cdf(grid[index], cdf[index])
+            marginals[index] = average_conditionals(grid[index], cdf[index])
         out[name] = marginals
     return out

@@ -13,7 +13,7 @@ from pymc.blocking import DictToArrayBijection
 from scipy import stats
 
 from pymc_sfp import ReplicaExchangeDynamics, StochasticDynamics
-from pymc_sfp.dynamics import (
+from pymc_sfp.core.dynamics import (
     PhaseState,
     equal_rejection_ladder,
     geometric_ladder,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_sfp.fokker_planck import (
+from pymc_sfp.core.fokker_planck import (
     CollocationBasis,
     TabulatedConditional,
     collocation_conditional,

@@ -1,6 +1,6 @@
 """``StochasticDynamics``: Neal's (1993) persistent-momentum dynamics as a PyMC step method.
 
-The numerical core is :mod:`pymc_sfp.dynamics`; this module adds what PyMC needs: compiled
+The numerical core is :mod:`pymc_sfp.core.dynamics`; this module adds what PyMC needs: compiled
 log-density and gradient, PyMC's mass-matrix potentials, dual-averaging step-size tuning,
 declared sample stats, and per-chain state (the momentum persists from draw to draw).
 """
@@ -30,7 +30,7 @@ from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_sfp.dynamics import (
+from pymc_sfp.core.dynamics import (
     PhaseState,
     equal_rejection_ladder,
     geometric_ladder,
@@ -424,7 +424,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
     ``K`` replicas of the chain target ``p(θ) · p(y | θ)^β_k`` for a ladder ``1 = β_0 > … >
     β_{K-1}``; each runs the transitions of :class:`StochasticDynamics` (its own momentum, tuned
     step size and mass matrix), and after every draw neighbouring replicas propose to exchange
-    their states (:func:`pymc_sfp.dynamics.swap_neighbours`, even and odd pairs alternately).
+    their states (:func:`pymc_sfp.core.dynamics.swap_neighbours`, even and odd pairs alternately).
     Hot replicas cross the barriers between modes of the likelihood and hand what they find
     down to the cold replica ``β_0 = 1``, whose states are the draws. Exact for
     ``correct=True``. Each draw costs ``K`` times a draw of :class:`StochasticDynamics`.
@@ -443,7 +443,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         An explicit ladder instead: strictly decreasing, starting at 1, all in ``(0, 1]``.
     adapt_ladder : bool, default True
         During tuning, move the inner temperatures so that neighbours reject swaps equally often
-        (:func:`pymc_sfp.dynamics.equal_rejection_ladder`), at the ends of tuning rounds of
+        (:func:`pymc_sfp.core.dynamics.equal_rejection_ladder`), at the ends of tuning rounds of
         doubling length: after 1/8, 1/4 and 1/2 of the tuning draws, each from the swaps since
         the last. The ends ``1`` and ``min_beta`` (or ``betas[-1]``) stay; the second half of
         tuning lets each replica's step size and mass matrix settle on the final ladder.

@@ -1,10 +1,11 @@
 """``SFPStep``: Stationary Fokker–Planck sampling (Berrones 2009) as a PyMC step method.
 
-A Gibbs-like sweep: for each scalar coordinate, the others fixed, the 1-D conditional is obtained by
-solving the stationary Fokker–Planck equation on a box (:mod:`pymc_sfp.fokker_planck`) and a new
-value is drawn from it. With ``correct=True`` (default) the draw is an independence proposal for
-that coordinate, accepted or rejected with the exact log-density ratio (Metropolis-within-Gibbs),
-so the chain targets the posterior exactly whatever the resolution ``L``.
+A Gibbs-like sweep: for each scalar coordinate, the others fixed, the 1-D conditional is obtained
+by solving the stationary Fokker–Planck equation on a box (:mod:`pymc_sfp.core.fokker_planck`)
+and a new value is drawn from it. With ``correct=True`` (default) the draw is an independence
+proposal for that coordinate, accepted or rejected with the exact log-density ratio
+(Metropolis-within-Gibbs), so the chain targets the posterior exactly whatever the resolution
+``L``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from pymc.step_methods.state import dataclass_state
 from pymc.vartypes import continuous_types
 
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout
-from pymc_sfp.fokker_planck import (
+from pymc_sfp.core.fokker_planck import (
     CollocationBasis,
     TabulatedConditional,
     collocation_conditional,
     quadrature_conditional,
 )
+from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID
 from pymc_sfp.step_methods._common import (
     ProgressField,
     continuous_value_vars,
@@ -60,9 +62,6 @@ ENVELOPE_QUANTILE = 1e-6
 DEFENSIVE_WEIGHT = 1e-3
 #: Tuning draws at which automatic boxes are refitted to the envelope (then every doubling).
 FIRST_CHECKPOINT = 25
-
-STAT_PREFIX_CDF = "sfp_cdf__"
-STAT_PREFIX_GRID = "sfp_grid__"
 
 
 @dataclass_state
