@@ -1,17 +1,33 @@
-"""Model → compiled functions over the step's coordinates.
+"""Model → compiled functions: the one bridge between a PyMC model and the numerical cores.
 
-The step methods work on one raveled vector of *sampling coordinates*. A coordinate is PyMC's
+Every step method compiles the model here and nowhere else, once, when it is built. A step's
+:class:`StepGraph` joins its value variables into one raveled vector (the other free variables of
+the model become shared variables, which PyMC's ``ArrayStepShared`` sets before each step); the
+functions compiled from it are
+
+* :func:`compile_logp_dlogp`: log-density and gradient (the dynamics);
+* :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
+* :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP).
+
+Each compiled function is called once at the starting point as soon as it is built
+(:func:`warm_up`): PyTensor's Numba backend generates machine code on a function's first call, and
+doing it in the process that builds the step lets forked chain processes inherit it. Random
+generators in the graph (``pm.Minibatch``) are found by :func:`random_generators` and re-seeded
+per chain by :func:`reseed`.
+
+SFP works on *sampling coordinates*. A coordinate is PyMC's
 unconstrained value, except for variables with an interval transform and constant finite bounds
 (e.g. ``pm.Uniform(-1, 1)``): those are sampled on their own scale, so that the box is exactly the
 support and nothing is truncated. The log-density here is the density of the sampling
 coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jacobians.
 
-Everything is compiled once, when a step is built.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pymc as pm
@@ -19,10 +35,148 @@ import pytensor.tensor as pt
 from pymc.logprob.transforms import IntervalTransform
 from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pytensor.compile.executor import Function
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.type import RandomGeneratorType
 
-__all__ = ["CoordinateLayout", "LineEvaluator", "constant_value", "coordinate_layout"]
+__all__ = [
+    "CoordinateLayout",
+    "LineEvaluator",
+    "StepGraph",
+    "compile_logp_dlogp",
+    "compile_prior_likelihood",
+    "constant_value",
+    "coordinate_layout",
+    "likelihood_terms",
+    "random_generators",
+    "reseed",
+    "step_graph",
+    "warm_up",
+]
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """A model seen from one step: its value variables joined into one raveled vector.
+
+    Attributes
+    ----------
+    model : pm.Model
+    value_vars : list
+        The step's value variables, in raveling order.
+    initial_point : dict
+        The model's initial point (gives shapes, and the start used by :func:`warm_up`).
+    shared : dict
+        Shared replacements of the free variables *not* in the step (for ``ArrayStepShared``).
+    start : ndarray
+        The step's variables at ``initial_point``, raveled (float64).
+    """
+
+    model: pm.Model
+    value_vars: list
+    initial_point: dict
+    shared: dict
+    start: np.ndarray
+
+    def join(self, outputs: Sequence) -> tuple[list, pt.TensorVariable]:
+        """``outputs`` as graphs of one raveled float64 vector of the step's variables."""
+        outputs, flat = join_nonshared_inputs(
+            point=self.initial_point,
+            outputs=list(outputs),
+            inputs=self.value_vars,
+            shared_inputs=self.shared,
+        )
+        return outputs, flat
+
+
+def step_graph(model: pm.Model, value_vars: list, initial_point: dict | None = None) -> StepGraph:
+    """The :class:`StepGraph` of ``value_vars`` (``initial_point`` defaults to the model's)."""
+    if initial_point is None:
+        initial_point = model.initial_point()
+    start = np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars]).astype(float)
+    shared = make_shared_replacements(initial_point, value_vars, model)
+    return StepGraph(model, list(value_vars), initial_point, shared, start)
+
+
+def warm_up(function: Callable, *args: Any) -> None:
+    """Call a compiled function once, so that its machine code exists before chains fork."""
+    function(*args)
+
+
+def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
+    function = pm_compile(inputs, outputs, **dict(compile_kwargs or {}))
+    function.trust_input = True
+    return function
+
+
+def compile_logp_dlogp(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """``x ↦ (log p(x), ∇ log p(x))`` of the model (PyMC's ``model.logp()``, Jacobians included).
+
+    ``x`` must be a contiguous float64 vector. Warmed up at ``graph.start``.
+    """
+    [logp], flat = graph.join([graph.model.logp()])
+    function = _compile([flat], [logp, pt.grad(logp, flat)], compile_kwargs)
+    warm_up(function, graph.start)
+
+    def logp_dlogp(x: np.ndarray) -> tuple[float, np.ndarray]:
+        logp, grad = function(x)
+        return float(logp), grad
+
+    return logp_dlogp
+
+
+def likelihood_terms(model: pm.Model) -> list:
+    """The terms of the model's likelihood: its observed variables and ``pm.Potential`` terms."""
+    return [*model.observed_RVs, *model.potentials]
+
+
+def compile_prior_likelihood(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], tuple[float, float, np.ndarray, np.ndarray]]:
+    """``x ↦ (prior, likelihood, ∇ prior, ∇ likelihood)``, for tempering the likelihood.
+
+    The prior is the log-density of the free variables (Jacobians included), the likelihood that
+    of the observed variables and ``pm.Potential`` terms (:func:`likelihood_terms`); their sum is
+    ``model.logp()``. Warmed up at ``graph.start``.
+    """
+    model = graph.model
+    (prior, likelihood), flat = graph.join(
+        [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
+    )
+    function = _compile(
+        [flat],
+        [prior, likelihood, pt.grad(prior, flat), pt.grad(likelihood, flat)],
+        compile_kwargs,
+    )
+    warm_up(function, graph.start)
+
+    def prior_likelihood(x: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray]:
+        prior, likelihood, d_prior, d_likelihood = function(x)
+        return float(prior), float(likelihood), d_prior, d_likelihood
+
+    return prior_likelihood
+
+
+def random_generators(graph: StepGraph) -> list[SharedVariable]:
+    """The random generators the model's log-density draws from (``pm.Minibatch`` indices).
+
+    A log-density that depends on them is a random estimate: each call draws a new minibatch.
+    """
+    return [
+        var
+        for var in ancestors([graph.model.logp()])
+        if isinstance(var, SharedVariable) and isinstance(var.type, RandomGeneratorType)
+    ]
+
+
+def reseed(generators: Sequence[SharedVariable], rng: np.random.Generator) -> None:
+    """Give each shared random generator a fresh stream spawned from ``rng`` (once per chain)."""
+    for shared, seed in zip(generators, rng.spawn(len(generators)), strict=True):
+        shared.set_value(np.random.default_rng(seed), borrow=True)
 
 
 @dataclass(frozen=True)
@@ -41,8 +195,6 @@ class CoordinateLayout:
         Coordinates sampled on their constrained scale (finite constant bounds).
     lower, upper : ndarray, shape (N,)
         The support of interval coordinates (``-inf``/``inf`` elsewhere).
-    transformed : ndarray of bool, shape (N,)
-        Coordinates of variables with a non-interval transform (sampled unconstrained).
     """
 
     names: tuple[str, ...]
@@ -52,7 +204,6 @@ class CoordinateLayout:
     interval: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    transformed: np.ndarray
 
     @property
     def size(self) -> int:
@@ -112,7 +263,7 @@ def constant_value(var, model: pm.Model) -> np.ndarray | None:
 def coordinate_layout(model: pm.Model, value_vars: list, initial_point: dict) -> CoordinateLayout:
     """Describe the raveled coordinates of ``value_vars`` (see :class:`CoordinateLayout`)."""
     names, rv_names, shapes, slices = [], [], [], []
-    interval, lower, upper, transformed = [], [], [], []
+    interval, lower, upper = [], [], []
     start = 0
     for value_var in value_vars:
         shape = tuple(np.shape(initial_point[value_var.name]))
@@ -136,7 +287,6 @@ def coordinate_layout(model: pm.Model, value_vars: list, initial_point: dict) ->
         shapes.append(shape)
         slices.append(slice(start, start + size))
         interval.append(np.full(size, is_interval))
-        transformed.append(np.full(size, transform is not None and not is_interval))
         lower.append(lo)
         upper.append(hi)
         start += size
@@ -148,7 +298,6 @@ def coordinate_layout(model: pm.Model, value_vars: list, initial_point: dict) ->
         np.concatenate(interval),
         np.concatenate(lower),
         np.concatenate(upper),
-        np.concatenate(transformed),
     )
 
 
@@ -157,11 +306,9 @@ class LineEvaluator:
 
     Parameters
     ----------
-    model : pm.Model
-    value_vars : list
-        The step's value variables.
+    graph : StepGraph
+        The step's variables.
     layout : CoordinateLayout
-    initial_point : dict
     gradient : bool
         Also compile the derivative along the coordinate (needed by collocation).
     batched : bool
@@ -169,41 +316,28 @@ class LineEvaluator:
         ``(points, N)`` matrix (``True``), or one call per point (``False``).
     compile_kwargs : dict, optional
         Passed to :func:`pymc.pytensorf.compile`.
-
-    Attributes
-    ----------
-    shared : dict
-        Shared replacements of the variables *not* in the step (``ArrayStepShared`` sets them).
     """
 
     def __init__(
         self,
-        model: pm.Model,
-        value_vars: list,
+        graph: StepGraph,
         layout: CoordinateLayout,
-        initial_point: dict,
         *,
         gradient: bool,
         batched: bool,
         compile_kwargs: dict | None = None,
     ):
-        compile_kwargs = dict(compile_kwargs or {})
         self.gradient = gradient
         self.batched = batched
-        self.shared = make_shared_replacements(initial_point, value_vars, model)
-        [logp_q], q = join_nonshared_inputs(
-            point=initial_point,
-            outputs=[model.logp()],
-            inputs=value_vars,
-            shared_inputs=self.shared,
-        )
+        [logp_q], q = graph.join([graph.model.logp()])
         x = pt.vector("sampling_coordinates", dtype="float64")
         logp_x = self._sampling_space_logp(logp_q, q, x, layout)
         point_outputs = [logp_x]
         if gradient:
             point_outputs.append(pt.grad(logp_x, x))
-        self._point = pm_compile([x], point_outputs, **compile_kwargs)
-        self._point.trust_input = True
+        self._point = _compile([x], point_outputs, compile_kwargs)
+        x0 = layout.from_value(graph.start)
+        warm_up(self._point, x0)
 
         if batched:
             index = pt.scalar("index", dtype="int64")
@@ -214,8 +348,8 @@ class LineEvaluator:
             batched_outputs = vectorize_graph(point_outputs, replace={x: rows})
             if gradient:
                 batched_outputs = [batched_outputs[0], batched_outputs[1][:, index]]
-            self._along = pm_compile([x, index, values], batched_outputs, **compile_kwargs)
-            self._along.trust_input = True
+            self._along = _compile([x, index, values], batched_outputs, compile_kwargs)
+            warm_up(self._along, x0, np.asarray(0, dtype=np.int64), np.full(2, x0[0]))
 
     @staticmethod
     def _sampling_space_logp(logp_q, q, x, layout: CoordinateLayout):
@@ -229,18 +363,6 @@ class LineEvaluator:
         q_of_x = pt.where(mask, log_lower - log_upper, x)
         log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
         return clone_replace(logp_q, {q: q_of_x}) - log_jac
-
-    def warm_up(self, x: np.ndarray) -> None:
-        """Call each compiled function once, at the point ``x``.
-
-        PyTensor's Numba backend generates machine code on a function's first call, not when
-        it is compiled. Doing that here, in the process that builds the step, lets the chains'
-        forked worker processes inherit the machine code instead of each generating its own
-        during its first sweep.
-        """
-        self.logp(x)
-        if self.batched:
-            self.along(x, 0, np.full(2, x[0]))
 
     def logp(self, x: np.ndarray) -> float:
         """Log-density at one point of sampling coordinates."""

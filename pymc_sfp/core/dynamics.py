@@ -18,18 +18,23 @@ A trajectory whose energy error is not finite or exceeds ``max_energy_error`` (N
 blow-up for too large ``ε``) is *divergent*: the chain is restored to the start of the transition
 with a freshly drawn momentum, so no non-finite value ever leaves this module.
 
-Nothing here imports PyMC: the log-density, the kinetic energy and the momentum draws are passed
-in as callables (a PyMC ``QuadPotential`` provides the latter two).
+Nothing here imports PyMC. The pieces compose as in BlackJAX's ``ghmc``: a log-density callable
+``q ↦ (log p(q), ∇ log p(q), aux)`` (``aux`` is carried with the point: tempering keeps the
+log-likelihood there, so that swaps need no re-evaluation), a :class:`Metric` (the mass matrix as
+three operations; a PyMC ``QuadPotential`` provides them), fixed :class:`DynamicsSettings`, and
+:func:`transition`, one pure step from a :class:`PhaseState`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = [
+    "DynamicsSettings",
+    "Metric",
     "PhaseState",
     "TransitionInfo",
     "equal_rejection_ladder",
@@ -40,16 +45,55 @@ __all__ = [
     "transition",
 ]
 
-LogpGrad = Callable[[np.ndarray], tuple[float, np.ndarray]]
+#: ``q ↦ (log p(q), ∇ log p(q), aux)``; ``aux`` is anything to carry with the point.
+LogpGrad = Callable[[np.ndarray], tuple[float, np.ndarray, Any]]
 
 
 class PhaseState(NamedTuple):
-    """A point in phase space with its cached log-density and gradient."""
+    """A point in phase space with its cached log-density, gradient and ``aux`` value."""
 
     position: np.ndarray
     momentum: np.ndarray
     logp: float
     grad: np.ndarray
+    aux: Any = None
+
+
+class Metric(NamedTuple):
+    """The mass matrix ``M`` of the kinetic energy, as the operations the dynamics need."""
+
+    velocity: Callable[[np.ndarray], np.ndarray]
+    """``p ↦ M⁻¹ p``."""
+    kinetic_energy: Callable[[np.ndarray], float]
+    """``p ↦ ½ pᵀ M⁻¹ p``."""
+    draw_momentum: Callable[[], np.ndarray]
+    """A draw from ``N(0, M)``."""
+
+
+class DynamicsSettings(NamedTuple):
+    """What stays fixed from transition to transition.
+
+    Attributes
+    ----------
+    n_steps : int
+        Leapfrog steps per transition.
+    alpha : float
+        Momentum persistence ``α ∈ [0, 1)`` (Eq. 16).
+    correct : bool
+        Metropolis test with momentum negation on rejection (generalised HMC), or none.
+    max_energy_error : float
+        ``|ΔH|`` above which a trajectory counts as divergent.
+    noisy_logp : bool
+        The log-density is a random estimate (minibatches), so ``ΔH`` mixes the discretisation
+        error with the estimate's noise: divergence is then judged by the growth of the kinetic
+        energy alone, and ``correct`` must be ``False``.
+    """
+
+    n_steps: int
+    alpha: float
+    correct: bool = True
+    max_energy_error: float = 1000.0
+    noisy_logp: bool = False
 
 
 class TransitionInfo(NamedTuple):
@@ -101,32 +145,25 @@ def leapfrog(
     """
     q = state.position.copy()
     p = state.momentum + 0.5 * step_size * state.grad
-    logp, grad = state.logp, state.grad
+    logp, grad, aux = state.logp, state.grad, state.aux
     for step in range(n_steps):
         q = q + step_size * velocity(p)
-        logp, grad = logp_grad(q)
+        logp, grad, aux = logp_grad(q)
         if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
-            return PhaseState(q, p, -np.inf, grad), step + 1
+            return PhaseState(q, p, -np.inf, grad, aux), step + 1
         last = step == n_steps - 1
         p = p + (0.5 if last else 1.0) * step_size * grad
-    return PhaseState(q, p, float(logp), grad), n_steps
+    return PhaseState(q, p, float(logp), grad, aux), n_steps
 
 
 def transition(
     state: PhaseState,
-    *,
     step_size: float,
-    n_steps: int,
-    alpha: float,
-    correct: bool,
+    settings: DynamicsSettings,
     logp_grad: LogpGrad,
-    velocity: Callable[[np.ndarray], np.ndarray],
-    kinetic_energy: Callable[[np.ndarray], float],
-    draw_momentum: Callable[[], np.ndarray],
+    metric: Metric,
     uniform: Callable[[], float],
-    max_energy_error: float = 1000.0,
     noise_scale: np.ndarray | float | None = None,
-    noisy_logp: bool = False,
 ) -> tuple[PhaseState, TransitionInfo]:
     """One stochastic-dynamics transition: refresh, leapfrog, and (optionally) accept/reject.
 
@@ -134,42 +171,38 @@ def transition(
     ----------
     state : PhaseState
         Current point; its momentum persists from the previous transition.
-    step_size, n_steps, alpha :
-        ``ε``, leapfrog steps, and the persistence ``α ∈ [0, 1)``.
-    correct : bool
-        Metropolis test with momentum negation on rejection (generalised HMC), or none.
-    logp_grad, velocity, kinetic_energy, draw_momentum :
-        ``q ↦ (log p(q), ∇ log p(q))``, ``p ↦ M⁻¹ p``, ``p ↦ ½ pᵀ M⁻¹ p`` and a draw from
-        ``N(0, M)``.
+    step_size : float
+        ``ε``.
+    settings : DynamicsSettings
+        Leapfrog steps, persistence ``α``, correction and divergence detection.
+    logp_grad : callable
+        ``q ↦ (log p(q), ∇ log p(q), aux)``.
+    metric : Metric
     uniform : callable
-        A draw from U(0, 1) (only called when ``correct``).
-    max_energy_error : float
-        ``|ΔH|`` above which a trajectory counts as divergent.
+        A draw from U(0, 1) (only called when ``settings.correct``).
     noise_scale : array or float, optional
         Scale of the fresh momentum noise (default ``(1 − α²)^½``), see :func:`refresh_momentum`.
-    noisy_logp : bool
-        The log-density is a random estimate (minibatches), so ``ΔH`` mixes the discretisation
-        error with the estimate's noise: divergence is then judged by the growth of the kinetic
-        energy alone, and ``correct`` must be ``False``.
     """
     start = state._replace(
-        momentum=refresh_momentum(state.momentum, alpha, draw_momentum(), noise_scale)
+        momentum=refresh_momentum(
+            state.momentum, settings.alpha, metric.draw_momentum(), noise_scale
+        )
     )
-    kinetic_start = kinetic_energy(start.momentum)
+    kinetic_start = metric.kinetic_energy(start.momentum)
     energy_start = -start.logp + kinetic_start
     # A blowing-up trajectory overflows; that is detected just below, not warned about.
     with np.errstate(over="ignore", invalid="ignore"):
-        end, n_grad = leapfrog(start, step_size, n_steps, logp_grad, velocity)
-        kinetic_end = kinetic_energy(end.momentum)
+        end, n_grad = leapfrog(start, step_size, settings.n_steps, logp_grad, metric.velocity)
+        kinetic_end = metric.kinetic_energy(end.momentum)
         energy_end = -end.logp + kinetic_end
         energy_error = energy_end - energy_start
-    blow_up = kinetic_end - kinetic_start if noisy_logp else abs(energy_error)
-    if not np.isfinite(energy_error) or blow_up > max_energy_error:
-        restored = start._replace(momentum=draw_momentum())
+    blow_up = kinetic_end - kinetic_start if settings.noisy_logp else abs(energy_error)
+    if not np.isfinite(energy_error) or blow_up > settings.max_energy_error:
+        restored = start._replace(momentum=metric.draw_momentum())
         info = TransitionInfo(0.0, False, float(energy_error), energy_start, True, n_grad)
         return restored, info
     accept_stat = float(np.exp(-max(energy_error, 0.0)))
-    if not correct or uniform() < accept_stat:
+    if not settings.correct or uniform() < accept_stat:
         return end, TransitionInfo(
             accept_stat, True, float(energy_error), energy_end, False, n_grad
         )

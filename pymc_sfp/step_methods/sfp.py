@@ -24,13 +24,9 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.vartypes import continuous_types
 
-from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout
-from pymc_sfp.core.fokker_planck import (
-    CollocationBasis,
-    TabulatedConditional,
-    collocation_conditional,
-    quadrature_conditional,
-)
+from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
+from pymc_sfp.core.fokker_planck import CollocationBasis
+from pymc_sfp.core.sfp import BoxTuning, SweepSettings, SweepState, refit_boxes, sweep, track_boxes
 from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID
 from pymc_sfp.step_methods._common import (
     ProgressField,
@@ -51,15 +47,6 @@ _log = logging.getLogger("pymc_sfp")
 
 #: Half-width of an automatic box around the chain's starting value (unconstrained units).
 AUTO_HALFWIDTH = 10.0
-#: Share of the box width, at each edge, where conditional mass counts as piling up at the edge.
-EDGE_FRACTION = 0.01
-#: Conditional mass within ``EDGE_FRACTION`` of an edge above which the edge counts as hit.
-EDGE_MASS = 1e-3
-#: Quantiles whose envelope, over tuning draws, sets the automatic boxes.
-ENVELOPE_QUANTILE = 1e-6
-#: Weight of the uniform component mixed into corrected proposals, so that every point of the box
-#: can be proposed even where the tabulated conditional is zero.
-DEFENSIVE_WEIGHT = 1e-3
 #: Tuning draws at which automatic boxes are refitted to the envelope (then every doubling).
 FIRST_CHECKPOINT = 25
 
@@ -224,8 +211,8 @@ class SFPStep(ArrayStepShared):
             raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
 
         value_vars = continuous_value_vars(model, vars, "SFPStep")
-        if initial_point is None:
-            initial_point = model.initial_point()
+        graph = step_graph(model, value_vars, initial_point)
+        initial_point = graph.initial_point
 
         self.L = int(L)
         self.D = float(D)
@@ -236,31 +223,28 @@ class SFPStep(ArrayStepShared):
         self.layout = coordinate_layout(model, value_vars, initial_point)
         self._user_box = self._parse_bounds(bounds)
         self._auto = ~self.layout.interval & ~self._user_box
+        x0 = self.layout.from_value(graph.start)
+        self._check_inside(x0, self._initial_lower, self._initial_upper, ~self._auto)
         self.evaluator = LineEvaluator(
-            model,
-            value_vars,
+            graph,
             self.layout,
-            initial_point,
             gradient=solver == "collocation",
             batched=bool(batched),
             compile_kwargs=compile_kwargs,
         )
-        if solver == "collocation":
-            self._basis: CollocationBasis | None = CollocationBasis(self.L)
-            self._unit_nodes = self._basis.collocation_points
-        else:
-            self._basis = None
-            self._unit_nodes = np.linspace(0.0, 1.0, self.L)
-        self._unit_report = np.linspace(0.0, 1.0, self.marginal_points)
-        self._marginal_stats = self._declare_marginal_stats(model, value_vars)
-
-        x0 = self.layout.from_value(
-            np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars])
+        basis = CollocationBasis(self.L) if solver == "collocation" else None
+        self._settings = SweepSettings(
+            unit_nodes=np.linspace(0.0, 1.0, self.L) if basis is None else basis.collocation_points,
+            basis=basis,
+            D=self.D,
+            correct=self.correct,
+            interval=self.layout.interval,
+            watch_edges=self._user_box | self._auto,
+            report_points=np.linspace(0.0, 1.0, self.marginal_points),
         )
-        self._check_inside(x0, self._initial_lower, self._initial_upper, ~self._auto)
-        self.evaluator.warm_up(x0)
+        self._marginal_stats = self._declare_marginal_stats(model, value_vars)
         self.reset_tuning()
-        super().__init__(value_vars, self.evaluator.shared, blocked=blocked, rng=rng)
+        super().__init__(value_vars, graph.shared, blocked=blocked, rng=rng)
 
     # ------------------------------------------------------------------ set-up helpers
     def _parse_bounds(self, bounds: Any) -> np.ndarray:
@@ -368,7 +352,7 @@ class SFPStep(ArrayStepShared):
 
     def stop_tuning(self) -> None:
         if self.tune and self._auto.any():
-            self._refit_boxes(allow_shrink=False)
+            self._set_boxes(refit_boxes(self._boxes(), self._auto, allow_shrink=False))
             auto = np.flatnonzero(self._auto)
             _log.info(
                 "SFPStep boxes after tuning: %s",
@@ -395,48 +379,11 @@ class SFPStep(ArrayStepShared):
         return progressbar_updates(_PROGRESS_FIELDS)
 
     # ------------------------------------------------------------------ sampling
-    def _refit_boxes(self, *, allow_shrink: bool) -> None:
-        refit = np.flatnonzero(
-            self._auto & np.isfinite(self.envelope_lower) & np.isfinite(self.envelope_upper)
-        )
-        low, high = self.envelope_lower[refit], self.envelope_upper[refit]
-        span = np.maximum(high - low, 1e-8 * (1.0 + np.abs(low)))
-        new_lower, new_upper = low - 0.5 * span, high + 0.5 * span
-        if not allow_shrink:
-            new_lower = np.minimum(new_lower, self.box_lower[refit])
-            new_upper = np.maximum(new_upper, self.box_upper[refit])
-        self.box_lower[refit], self.box_upper[refit] = new_lower, new_upper
-        self.envelope_lower[refit], self.envelope_upper[refit] = np.inf, -np.inf
+    def _boxes(self) -> BoxTuning:
+        return BoxTuning(self.box_lower, self.box_upper, self.envelope_lower, self.envelope_upper)
 
-    def _build_conditional(
-        self, nodes: np.ndarray, logp: np.ndarray, dlogp: np.ndarray | None, lower, upper
-    ) -> tuple[TabulatedConditional | None, bool]:
-        """The coordinate's conditional, and whether the collocation result was invalid."""
-        if self._basis is None:
-            return quadrature_conditional(nodes, logp, self.D), False
-        conditional, _ = collocation_conditional(self._basis, lower, upper, dlogp, self.D)
-        if conditional is not None:
-            return conditional, False
-        return quadrature_conditional(nodes, logp, self.D), True
-
-    def _propose(self, conditional: TabulatedConditional, lower, upper) -> tuple[float, float]:
-        """A draw from the (defensive) proposal and its log-density."""
-        if not self.correct:
-            return float(conditional.ppf(self.rng.uniform())), 0.0
-        if self.rng.uniform() < DEFENSIVE_WEIGHT:
-            value = float(self.rng.uniform(lower, upper))
-        else:
-            value = float(conditional.ppf(self.rng.uniform()))
-        return value, self._proposal_logpdf(conditional, value, lower, upper)
-
-    @staticmethod
-    def _proposal_logpdf(conditional: TabulatedConditional, value, lower, upper) -> float:
-        return float(
-            np.logaddexp(
-                np.log1p(-DEFENSIVE_WEIGHT) + conditional.logpdf(value),
-                np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
-            )
-        )
+    def _set_boxes(self, boxes: BoxTuning) -> None:
+        self.box_lower, self.box_upper, self.envelope_lower, self.envelope_upper = boxes
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         layout = self.layout
@@ -450,113 +397,55 @@ class SFPStep(ArrayStepShared):
         self.box_lower[outside] = np.minimum(self.box_lower[outside], x[outside])
         self.box_upper[outside] = np.maximum(self.box_upper[outside], x[outside])
 
-        evaluations = 1
-        logp_current = self.evaluator.logp(x)
-        if not np.isfinite(logp_current):
-            logp_current = -np.inf
-        accepted = n_invalid = n_nonfinite = n_edge_hits = 0
-        report = [np.empty((layout.size, self.marginal_points)) for _ in range(2)]
-        indices = (
-            self.rng.permutation(layout.size) if self.order == "random" else range(layout.size)
+        logp_start = self.evaluator.logp(x)
+        state = SweepState(x, logp_start if np.isfinite(logp_start) else -np.inf)
+        order = self.rng.permutation(layout.size) if self.order == "random" else None
+        state, info = sweep(
+            state,
+            self.box_lower,
+            self.box_upper,
+            self._settings,
+            self.evaluator.along,
+            self.evaluator.logp,
+            self.rng,
+            order=order,
+            track_quantiles=self._auto if self.tune else None,
         )
-        for i in indices:
-            lower, upper = self.box_lower[i], self.box_upper[i]
-            nodes = lower + self._unit_nodes * (upper - lower)
-            points = nodes
-            if layout.interval[i]:
-                # The support's end points themselves are not in the domain of the transform.
-                margin = 1e-12 * (upper - lower)
-                points = np.clip(nodes, lower + margin, upper - margin)
-            logp, dlogp = self.evaluator.along(x, i, points)
-            evaluations += len(points)
-            n_nonfinite += int(np.count_nonzero(~np.isfinite(logp)))
-            conditional, invalid = self._build_conditional(nodes, logp, dlogp, lower, upper)
-            n_invalid += invalid
-            if conditional is None:
-                # No finite log-density anywhere on the line: nothing to draw from, stay put.
-                n_invalid += 1 - invalid
-                if self.marginal_points:
-                    report[0][i] = lower + self._unit_report * (upper - lower)
-                    report[1][i] = (report[0][i] >= x[i]).astype(float)
-                continue
-
-            proposal, log_q_proposal = self._propose(conditional, lower, upper)
-            if layout.interval[i]:
-                margin = 1e-12 * (upper - lower)
-                proposal = float(np.clip(proposal, lower + margin, upper - margin))
-            if self.correct:
-                candidate = x.copy()
-                candidate[i] = proposal
-                logp_proposal = self.evaluator.logp(candidate)
-                evaluations += 1
-                if not np.isfinite(logp_proposal):
-                    n_nonfinite += 1
-                    log_ratio = -np.inf
-                else:
-                    log_q_current = self._proposal_logpdf(conditional, x[i], lower, upper)
-                    log_ratio = (logp_proposal - logp_current) / self.D - (
-                        log_q_proposal - log_q_current
-                    )
-                if np.log(self.rng.uniform()) < log_ratio:
-                    x[i] = proposal
-                    logp_current = logp_proposal
-                    accepted += 1
-            else:
-                x[i] = proposal
-                accepted += 1
-
-            if self._user_box[i] or self._auto[i]:
-                low_mass, high_mass = conditional.mass_near_edges(EDGE_FRACTION)
-                hit_low, hit_high = low_mass > EDGE_MASS, high_mass > EDGE_MASS
-                n_edge_hits += hit_low + hit_high
-                if self.tune and self._auto[i]:
-                    self._track_box(i, conditional, hit_low, hit_high)
-            if self.marginal_points:
-                grid = lower + self._unit_report * (upper - lower)
-                report[0][i] = grid
-                report[1][i] = conditional.cdf_at(grid)
-
+        x = state.position
+        evaluations = 1 + info.n_logp_evals
+        n_edge_hits = int(np.count_nonzero(info.edge_low) + np.count_nonzero(info.edge_high))
         if self.tune:
+            boxes = track_boxes(self._boxes(), self._auto, info)
             self.tuning_draws += 1
             if self._auto.any() and self.tuning_draws >= self.next_checkpoint:
-                self._refit_boxes(allow_shrink=True)
+                boxes = refit_boxes(boxes, self._auto, allow_shrink=True)
                 self.next_checkpoint *= 2
-        self._warn_once(n_invalid, n_edge_hits)
+            self._set_boxes(boxes)
+        self._warn_once(info.n_invalid, n_edge_hits)
 
+        logp_current = state.logp
         if not self.correct:
             logp_current = self.evaluator.logp(x)
             evaluations += 1
         stats = {
-            "accept": accepted / layout.size,
-            "n_invalid": n_invalid,
-            "n_nonfinite": n_nonfinite,
+            "accept": info.n_accepted / layout.size,
+            "n_invalid": info.n_invalid,
+            "n_nonfinite": info.n_nonfinite,
             "n_logp_evals": evaluations,
             "n_edge_hits": n_edge_hits,
             "model_logp": float(logp_current + layout.log_jacobian(x)),
         }
         for name, shape, slc, to_scale in self._marginal_stats:
-            grid = report[0][slc]
+            grid = info.report_grid[slc]
             if to_scale is not None:
                 grid = to_scale(grid)
             # The leading length-1 axis makes PyMC's np.vstack of object stats over draws give
             # (draws, *shape, K); without it, a vector variable's rows would be stacked into draws.
             stats[STAT_PREFIX_GRID + name] = grid.reshape(1, *shape, self.marginal_points)
             stats[STAT_PREFIX_CDF + name] = (
-                report[1][slc].astype(np.float32).reshape(1, *shape, self.marginal_points)
+                info.report_cdf[slc].astype(np.float32).reshape(1, *shape, self.marginal_points)
             )
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
-
-    def _track_box(self, i: int, conditional: TabulatedConditional, hit_low, hit_high) -> None:
-        """Tuning of an automatic box: widen at a hit edge, else track the quantile envelope."""
-        width = self.box_upper[i] - self.box_lower[i]
-        if hit_low or hit_high:
-            self.box_lower[i] -= width * hit_low
-            self.box_upper[i] += width * hit_high
-            self.envelope_lower[i], self.envelope_upper[i] = np.inf, -np.inf
-            return
-        q_low, q_high = conditional.ppf(np.array([ENVELOPE_QUANTILE, 1 - ENVELOPE_QUANTILE]))
-        self.envelope_lower[i] = min(self.envelope_lower[i], q_low)
-        self.envelope_upper[i] = max(self.envelope_upper[i], q_high)
 
     def _warn_once(self, n_invalid: int, n_edge_hits: int) -> None:
         if n_invalid and not self.warned_invalid:

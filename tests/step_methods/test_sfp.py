@@ -4,8 +4,6 @@ Tolerances come from the Monte Carlo error: binomial standard errors for mode we
 1-D target are independent), ArviZ's MCSE (which accounts for autocorrelation) elsewhere.
 """
 
-import warnings
-
 import arviz as az
 import numpy as np
 import pymc as pm
@@ -96,63 +94,6 @@ def test_sfp_marginal_of_mixture(mixture_idata):
     # Mode resolution is limited by the recording grid (100 points over 70 units, 0.7 apart).
     assert marginal.mode() == pytest.approx(40.0, abs=0.25)
     assert marginal.mean() == pytest.approx(29.0, abs=0.05)
-
-
-def test_marginal_of_normal_matches_pdf():
-    with pm.Model() as model:
-        pm.Normal("y", 1.0, 2.0)
-        step = SFPStep(bounds=(-15, 17))
-    _, step_stats = sweeps(step, model, 5)
-    # Conditionals of a 1-D target are its marginal: build the DataTree by hand from the stats.
-    import xarray as xr
-
-    idata = xr.DataTree.from_dict(
-        {
-            "sample_stats": xr.Dataset(
-                {
-                    k: (("chain", "draw", "k"), np.array([[s[k][0] for s in step_stats]]))
-                    for k in ("sfp_cdf__y", "sfp_grid__y")
-                }
-            )
-        }
-    )
-    marginal = pymc_sfp.sfp_marginals(idata)["y"]
-    grid = np.linspace(-7, 9, 200)
-    assert np.abs(marginal.pdf(grid) - stats.norm.pdf(grid, 1, 2)).max() < 2e-3
-    assert np.abs(marginal.cdf(grid) - stats.norm.cdf(grid, 1, 2)).max() < 1e-4
-    assert marginal.mode() == pytest.approx(1.0, abs=0.02)
-
-
-def test_marginals_of_vector_and_matrix_variables_across_processes():
-    """Marginal stats of non-scalar variables keep one row per draw through PyMC's trace."""
-    x_means = np.array([0.0, 3.0])
-    w_means = np.arange(6.0).reshape(2, 3) - 2.0
-    with pm.Model():
-        pm.Normal("x", x_means, 1.0)
-        pm.Normal("W", w_means, 0.5)
-        idata = pm.sample(
-            draws=40,
-            tune=5,
-            chains=2,
-            cores=2,
-            step=SFPStep(L=60, bounds=(-8, 11)),
-            random_seed=5,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-    stats_ = idata["sample_stats"]
-    assert stats_.sizes["draw"] == idata["posterior"].sizes["draw"] == 40
-    assert not np.isnan(stats_["accept"].values).any()
-    assert stats_["sfp_cdf__W"].shape == (2, 40, 2, 3, 100)
-    marginals = pymc_sfp.sfp_marginals(idata)
-    assert marginals["x"].shape == (2,) and marginals["W"].shape == (2, 3)
-    # The target is separable, so every conditional is the exact marginal: only the recording
-    # grid's resolution (19 / 99 apart) limits the Rao–Blackwellised means and sds.
-    means = np.vectorize(lambda m: m.mean())
-    np.testing.assert_allclose(means(marginals["x"]), x_means, atol=0.02)
-    np.testing.assert_allclose(means(marginals["W"]), w_means, atol=0.02)
-    sd = marginals["W"][1, 2].quantile(stats.norm.cdf(1.0)) - w_means[1, 2]
-    assert sd == pytest.approx(0.5, abs=0.03)
 
 
 def test_separable_target_converges_in_one_sweep():
@@ -431,19 +372,3 @@ class TestBadInput:
             pm.Uniform("u", 0, 1)
             with pytest.raises(ValueError, match=r"u.*leave its support"):
                 SFPStep(bounds={"u": (-1, 0.5)})
-
-    def test_marginals_need_sfp_stats(self):
-        with pm.Model():
-            pm.Normal("a", 0, 1)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                idata = pm.sample(
-                    draws=5,
-                    tune=5,
-                    chains=1,
-                    step=pm.Metropolis(),
-                    progressbar=False,
-                    compute_convergence_checks=False,
-                )
-        with pytest.raises(ValueError, match="SFPStep"):
-            pymc_sfp.sfp_marginals(idata)

@@ -1,0 +1,362 @@
+"""One SFP sweep (Berrones 2009, §1) as plain functions over arrays: conditional → proposal →
+accept/reject, coordinate by coordinate, and the tuning of automatic boxes.
+
+A sweep visits every coordinate of ``x`` once. For coordinate ``i`` on its box ``[a_i, b_i]``,
+with the others fixed, the log-density is tabulated on a grid (``line_logp``), the conditional CDF
+is built by :mod:`pymc_sfp.core.fokker_planck` (Eq. 4, by quadrature or by the paper's
+collocation, Eq. 5 and 11), and a value is drawn by inverting it. With ``correct=True`` the draw is
+an independence proposal for that coordinate, mixed with a little uniform mass on the box
+(:data:`DEFENSIVE_WEIGHT`), and accepted or rejected with the exact log-density ratio
+(Metropolis-within-Gibbs); ``correct=False`` is the paper's uncorrected sampler.
+
+The log-density is passed in as two callables, so nothing here imports PyMC:
+``line_logp(x, i, values) -> (logp, dlogp or None)`` along coordinate ``i`` and
+``point_logp(x) -> float``. Randomness comes from a NumPy ``Generator``, drawn in a fixed order
+(the permutation for ``order="random"``, then per coordinate the proposal's uniforms and the
+Metropolis uniform), so a sweep is reproducible from the generator's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_sfp.core.fokker_planck import (
+    CollocationBasis,
+    TabulatedConditional,
+    collocation_conditional,
+    quadrature_conditional,
+)
+
+__all__ = [
+    "DEFENSIVE_WEIGHT",
+    "BoxTuning",
+    "SweepInfo",
+    "SweepSettings",
+    "SweepState",
+    "build_conditional",
+    "open_interval",
+    "refit_boxes",
+    "sweep",
+    "track_boxes",
+]
+
+#: Weight of the uniform component mixed into corrected proposals, so that every point of the box
+#: can be proposed even where the tabulated conditional is zero.
+DEFENSIVE_WEIGHT = 1e-3
+#: Share of the box width, at each edge, where conditional mass counts as piling up at the edge.
+EDGE_FRACTION = 0.01
+#: Conditional mass within ``EDGE_FRACTION`` of an edge above which the edge counts as hit.
+EDGE_MASS = 1e-3
+#: Quantiles whose envelope, over tuning draws, sets the automatic boxes.
+ENVELOPE_QUANTILE = 1e-6
+
+LineLogp = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+PointLogp = Callable[[np.ndarray], float]
+
+
+class SweepSettings(NamedTuple):
+    """What stays fixed from sweep to sweep.
+
+    Attributes
+    ----------
+    unit_nodes : ndarray
+        Grid of the conditional on the unit interval (collocation points, or ``L`` equally
+        spaced points for quadrature).
+    basis : CollocationBasis or None
+        The collocation basis, or ``None`` for quadrature.
+    D : float
+        Diffusion constant: the sweep targets ``exp(logp / D)``.
+    correct : bool
+        Metropolis-correct each coordinate's draw.
+    interval : ndarray of bool, shape (N,)
+        Coordinates whose box is an open support (their end points are never evaluated).
+    watch_edges : ndarray of bool, shape (N,)
+        Coordinates whose conditional mass near the box edges is checked (user and automatic
+        boxes; a support is no truncation).
+    report_points : ndarray, shape (K,)
+        Points on the unit interval where each conditional CDF is recorded (``K = 0``: none).
+    """
+
+    unit_nodes: np.ndarray
+    basis: CollocationBasis | None
+    D: float
+    correct: bool
+    interval: np.ndarray
+    watch_edges: np.ndarray
+    report_points: np.ndarray
+
+
+class SweepState(NamedTuple):
+    """The chain's position (sampling coordinates) and the log-density there."""
+
+    position: np.ndarray
+    logp: float
+
+
+class SweepInfo(NamedTuple):
+    """What one sweep did.
+
+    Attributes
+    ----------
+    n_accepted : int
+        Coordinates whose draw was accepted (all of them with ``correct=False``).
+    n_invalid : int
+        Conditionals that could not be used as built: a collocation ``ŷ`` that was not a CDF
+        (replaced by the quadrature conditional on the same points) or a line with no finite
+        log-density (the coordinate stays).
+    n_nonfinite : int
+        Non-finite log-densities met on the grids and at the proposals.
+    n_logp_evals : int
+        Log-density evaluations.
+    edge_low, edge_high : ndarray of bool, shape (N,)
+        Conditional mass piled up at the lower / upper box edge (``watch_edges`` coordinates).
+    quantile_low, quantile_high : ndarray, shape (N,)
+        The conditional's ``ENVELOPE_QUANTILE`` and ``1 - ENVELOPE_QUANTILE`` quantiles, for the
+        coordinates asked for and not at an edge (NaN elsewhere).
+    report_grid, report_cdf : ndarray, shape (N, K)
+        Each conditional CDF at ``report_points`` scaled to its box.
+    """
+
+    n_accepted: int
+    n_invalid: int
+    n_nonfinite: int
+    n_logp_evals: int
+    edge_low: np.ndarray
+    edge_high: np.ndarray
+    quantile_low: np.ndarray
+    quantile_high: np.ndarray
+    report_grid: np.ndarray
+    report_cdf: np.ndarray
+
+
+def open_interval(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box shrunk by ``1e-12`` of its width at each end (a support's end points are not in
+    the domain of its transform)."""
+    margin = 1e-12 * (upper - lower)
+    return lower + margin, upper - margin
+
+
+def build_conditional(
+    lower: float,
+    upper: float,
+    nodes: np.ndarray,
+    logp: np.ndarray,
+    dlogp: np.ndarray | None,
+    basis: CollocationBasis | None,
+    D: float,
+) -> tuple[TabulatedConditional | None, bool]:
+    """The conditional on ``[lower, upper]`` from the log-density tabulated at ``nodes``.
+
+    Quadrature (``basis=None``) uses ``logp``; collocation (Eq. 5, 11) uses ``dlogp`` at the
+    collocation nodes, and when its ``ŷ`` is not a CDF the quadrature conditional on the same
+    nodes is returned instead.
+
+    Returns
+    -------
+    conditional : TabulatedConditional or None
+        ``None`` when the log-density is nowhere finite on the line.
+    invalid : bool
+        Whether the collocation result was replaced.
+    """
+    if basis is None:
+        return quadrature_conditional(nodes, logp, D), False
+    conditional, _ = collocation_conditional(basis, lower, upper, dlogp, D)
+    if conditional is not None:
+        return conditional, False
+    return quadrature_conditional(nodes, logp, D), True
+
+
+def proposal_logpdf(
+    conditional: TabulatedConditional, value: float, lower: float, upper: float
+) -> float:
+    """Log-density of the defensive proposal ``(1 − w) · conditional + w · U(lower, upper)``."""
+    return float(
+        np.logaddexp(
+            np.log1p(-DEFENSIVE_WEIGHT) + conditional.logpdf(value),
+            np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
+        )
+    )
+
+
+def _propose(
+    conditional: TabulatedConditional,
+    lower: float,
+    upper: float,
+    correct: bool,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
+    """A draw from the proposal and its log-density (0 when uncorrected: it is not needed)."""
+    if not correct:
+        return float(conditional.ppf(rng.uniform())), 0.0
+    if rng.uniform() < DEFENSIVE_WEIGHT:
+        value = float(rng.uniform(lower, upper))
+    else:
+        value = float(conditional.ppf(rng.uniform()))
+    return value, proposal_logpdf(conditional, value, lower, upper)
+
+
+def sweep(
+    state: SweepState,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    settings: SweepSettings,
+    line_logp: LineLogp,
+    point_logp: PointLogp,
+    rng: np.random.Generator,
+    *,
+    order: np.ndarray | None = None,
+    track_quantiles: np.ndarray | None = None,
+) -> tuple[SweepState, SweepInfo]:
+    """One SFP sweep: every coordinate, in ``order``, drawn from its conditional on its box.
+
+    Parameters
+    ----------
+    state : SweepState
+        Start of the sweep; ``state.logp`` must be ``point_logp(state.position)`` (``-inf`` if not
+        finite) when ``settings.correct``.
+    lower, upper : ndarray, shape (N,)
+        Each coordinate's box.
+    settings : SweepSettings
+    line_logp, point_logp : callable
+        The log-density along one coordinate and at one point (see the module docstring).
+    rng : numpy.random.Generator
+    order : ndarray of int, optional
+        Coordinate order (default ``0 … N-1``).
+    track_quantiles : ndarray of bool, shape (N,), optional
+        Coordinates whose conditional quantiles are wanted in the info (box tuning).
+
+    Returns
+    -------
+    state : SweepState
+        The new position and its log-density (not re-evaluated when uncorrected: ``logp`` is then
+        the start's).
+    info : SweepInfo
+    """
+    x = state.position.copy()
+    logp_current = state.logp
+    n = len(x)
+    n_report = len(settings.report_points)
+    accepted = n_invalid = n_nonfinite = evaluations = 0
+    edge_low = np.zeros(n, dtype=bool)
+    edge_high = np.zeros(n, dtype=bool)
+    quantiles = np.full((2, n), np.nan)
+    report_grid = np.empty((n, n_report))
+    report_cdf = np.empty((n, n_report))
+    for i in range(n) if order is None else order:
+        a, b = lower[i], upper[i]
+        nodes = a + settings.unit_nodes * (b - a)
+        points = nodes
+        if settings.interval[i]:
+            points = np.clip(nodes, *open_interval(a, b))
+        logp, dlogp = line_logp(x, i, points)
+        evaluations += len(points)
+        n_nonfinite += int(np.count_nonzero(~np.isfinite(logp)))
+        conditional, invalid = build_conditional(
+            a, b, nodes, logp, dlogp, settings.basis, settings.D
+        )
+        n_invalid += invalid
+        if n_report:
+            report_grid[i] = a + settings.report_points * (b - a)
+        if conditional is None:
+            # No finite log-density anywhere on the line: nothing to draw from, stay put.
+            n_invalid += 1 - invalid
+            if n_report:
+                report_cdf[i] = (report_grid[i] >= x[i]).astype(float)
+            continue
+
+        proposal, log_q_proposal = _propose(conditional, a, b, settings.correct, rng)
+        if settings.interval[i]:
+            proposal = float(np.clip(proposal, *open_interval(a, b)))
+        if settings.correct:
+            candidate = x.copy()
+            candidate[i] = proposal
+            logp_proposal = point_logp(candidate)
+            evaluations += 1
+            if not np.isfinite(logp_proposal):
+                n_nonfinite += 1
+                log_ratio = -np.inf
+            else:
+                log_q_current = proposal_logpdf(conditional, x[i], a, b)
+                log_ratio = (logp_proposal - logp_current) / settings.D - (
+                    log_q_proposal - log_q_current
+                )
+            if np.log(rng.uniform()) < log_ratio:
+                x[i] = proposal
+                logp_current = logp_proposal
+                accepted += 1
+        else:
+            x[i] = proposal
+            accepted += 1
+
+        if settings.watch_edges[i]:
+            low_mass, high_mass = conditional.mass_near_edges(EDGE_FRACTION)
+            edge_low[i], edge_high[i] = low_mass > EDGE_MASS, high_mass > EDGE_MASS
+            if (
+                track_quantiles is not None
+                and track_quantiles[i]
+                and not (edge_low[i] or edge_high[i])
+            ):
+                quantiles[:, i] = conditional.ppf(
+                    np.array([ENVELOPE_QUANTILE, 1 - ENVELOPE_QUANTILE])
+                )
+        if n_report:
+            report_cdf[i] = conditional.cdf_at(report_grid[i])
+    info = SweepInfo(
+        n_accepted=accepted,
+        n_invalid=n_invalid,
+        n_nonfinite=n_nonfinite,
+        n_logp_evals=evaluations,
+        edge_low=edge_low,
+        edge_high=edge_high,
+        quantile_low=quantiles[0],
+        quantile_high=quantiles[1],
+        report_grid=report_grid,
+        report_cdf=report_cdf,
+    )
+    return SweepState(x, logp_current), info
+
+
+class BoxTuning(NamedTuple):
+    """Automatic boxes during tuning: the boxes, and the envelope of the conditionals'
+    quantiles since the last refit (``inf``/``-inf`` where nothing was seen)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    envelope_lower: np.ndarray
+    envelope_upper: np.ndarray
+
+
+def track_boxes(boxes: BoxTuning, auto: np.ndarray, info: SweepInfo) -> BoxTuning:
+    """After a tuning sweep: an automatic box whose edge was hit moves that edge out by one box
+    width (and forgets its envelope); the others widen their quantile envelope."""
+    hit_low, hit_high = info.edge_low & auto, info.edge_high & auto
+    hit = hit_low | hit_high
+    width = boxes.upper - boxes.lower
+    lower = boxes.lower - width * hit_low
+    upper = boxes.upper + width * hit_high
+    track = auto & ~hit & ~np.isnan(info.quantile_low)
+    envelope_lower = np.where(hit, np.inf, boxes.envelope_lower)
+    envelope_upper = np.where(hit, -np.inf, boxes.envelope_upper)
+    envelope_lower[track] = np.minimum(envelope_lower[track], info.quantile_low[track])
+    envelope_upper[track] = np.maximum(envelope_upper[track], info.quantile_high[track])
+    return BoxTuning(lower, upper, envelope_lower, envelope_upper)
+
+
+def refit_boxes(boxes: BoxTuning, auto: np.ndarray, *, allow_shrink: bool) -> BoxTuning:
+    """Refit automatic boxes to their quantile envelope widened by half its width on each side
+    (never narrower than before unless ``allow_shrink``); the envelopes restart."""
+    refit = auto & np.isfinite(boxes.envelope_lower) & np.isfinite(boxes.envelope_upper)
+    low, high = boxes.envelope_lower[refit], boxes.envelope_upper[refit]
+    span = np.maximum(high - low, 1e-8 * (1.0 + np.abs(low)))
+    new_lower, new_upper = low - 0.5 * span, high + 0.5 * span
+    if not allow_shrink:
+        new_lower = np.minimum(new_lower, boxes.lower[refit])
+        new_upper = np.maximum(new_upper, boxes.upper[refit])
+    lower, upper = boxes.lower.copy(), boxes.upper.copy()
+    envelope_lower, envelope_upper = boxes.envelope_lower.copy(), boxes.envelope_upper.copy()
+    lower[refit], upper[refit] = new_lower, new_upper
+    envelope_lower[refit], envelope_upper[refit] = np.inf, -np.inf
+    return BoxTuning(lower, upper, envelope_lower, envelope_upper)

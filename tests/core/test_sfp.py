@@ -1,0 +1,190 @@
+"""The SFP sweep kernel without PyMC: exactness on a correlated Gaussian at a coarse resolution,
+the bias the correction removes, box tuning, and lines with no finite log-density."""
+
+import numpy as np
+import pytest
+
+from pymc_sfp.core.fokker_planck import CollocationBasis
+from pymc_sfp.core.sfp import (
+    DEFENSIVE_WEIGHT,
+    BoxTuning,
+    SweepInfo,
+    SweepSettings,
+    SweepState,
+    build_conditional,
+    proposal_logpdf,
+    refit_boxes,
+    sweep,
+    track_boxes,
+)
+
+COV = np.array([[1.0, 0.8], [0.8, 1.0]])
+PRECISION = np.linalg.inv(COV)
+
+
+def gaussian_logp(x):
+    return -0.5 * float(x @ PRECISION @ x)
+
+
+def gaussian_line(x, i, values):
+    points = np.repeat(x[None, :], len(values), axis=0)
+    points[:, i] = values
+    return -0.5 * np.einsum("gi,ij,gj->g", points, PRECISION, points), None
+
+
+def settings(n=2, L=5, correct=True, report=0, basis=None):
+    return SweepSettings(
+        unit_nodes=np.linspace(0.0, 1.0, L) if basis is None else basis.collocation_points,
+        basis=basis,
+        D=1.0,
+        correct=correct,
+        interval=np.zeros(n, dtype=bool),
+        watch_edges=np.ones(n, dtype=bool),
+        report_points=np.linspace(0.0, 1.0, report),
+    )
+
+
+def run_chain(config, n_sweeps, seed=0):
+    rng = np.random.default_rng(seed)
+    lower, upper = np.full(2, -6.0), np.full(2, 6.0)
+    state = SweepState(np.zeros(2), gaussian_logp(np.zeros(2)))
+    draws = np.empty((n_sweeps, 2))
+    for t in range(n_sweeps):
+        state, _ = sweep(state, lower, upper, config, gaussian_line, gaussian_logp, rng)
+        draws[t] = state.position
+    return draws
+
+
+def batch_means_se(values, n_batches=40):
+    """Standard error of the mean of a correlated series by batch means."""
+    batches = values[: len(values) // n_batches * n_batches].reshape(n_batches, -1).mean(axis=1)
+    return batches.std(ddof=1) / np.sqrt(n_batches)
+
+
+def test_corrected_sweep_is_exact_at_a_coarse_resolution():
+    """Five grid points per conditional: a poor proposal, but the Metropolis correction makes
+    the chain target N(0, COV) exactly (second moments within 4 standard errors)."""
+    draws = run_chain(settings(L=5), 4_000)
+    for values, expected in (
+        (draws[:, 0] ** 2, COV[0, 0]),
+        (draws[:, 1] ** 2, COV[1, 1]),
+        (draws[:, 0] * draws[:, 1], COV[0, 1]),
+        (draws[:, 0], 0.0),
+    ):
+        assert abs(values.mean() - expected) < 4 * batch_means_se(values)
+
+
+def test_uncorrected_sweep_is_biased_at_the_same_resolution():
+    """The same chain without the correction misses the variance by many standard errors, so
+    the test above can fail."""
+    draws = run_chain(settings(L=5, correct=False), 4_000)
+    values = draws[:, 0] ** 2
+    assert abs(values.mean() - COV[0, 0]) > 10 * batch_means_se(values)
+
+
+def test_sweep_is_reproducible_and_reports_conditionals():
+    config = settings(L=30, report=11)
+    lower, upper = np.full(2, -6.0), np.full(2, 6.0)
+    start = SweepState(np.array([0.5, -0.5]), gaussian_logp(np.array([0.5, -0.5])))
+    results = [
+        sweep(start, lower, upper, config, gaussian_line, gaussian_logp, np.random.default_rng(3))
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(results[0][0].position, results[1][0].position)
+    state, info = results[0]
+    assert state.logp == pytest.approx(gaussian_logp(state.position))
+    assert info.n_logp_evals == 2 * (30 + 1)
+    np.testing.assert_allclose(info.report_grid[0], np.linspace(-6.0, 6.0, 11))
+    assert np.all(np.diff(info.report_cdf, axis=1) >= 0)
+    assert info.report_cdf[:, 0] == pytest.approx(0.0, abs=1e-6)
+    assert not info.edge_low.any() and not info.edge_high.any()
+
+
+def test_collocation_sweep_counts_and_replaces_invalid_conditionals():
+    """Collocation with too few basis functions for a narrow conditional is replaced by the
+    quadrature conditional on the same points, and counted."""
+    config = settings(L=4, basis=CollocationBasis(4))
+
+    def narrow_line(x, i, values):
+        return -0.5 * (values / 0.05) ** 2, -values / 0.05**2
+
+    state = SweepState(np.zeros(2), 0.0)
+    lower, upper = np.full(2, -6.0), np.full(2, 6.0)
+    _, info = sweep(
+        state, lower, upper, config, narrow_line, lambda x: 0.0, np.random.default_rng(0)
+    )
+    assert info.n_invalid == 2
+
+
+def test_line_without_finite_density_stays_put():
+    config = settings(report=5)
+    state = SweepState(np.array([1.0, 2.0]), -np.inf)
+    _, info = sweep(
+        state,
+        np.full(2, -3.0),
+        np.full(2, 3.0),
+        config,
+        lambda x, i, values: (np.full(len(values), -np.inf), None),
+        lambda x: -np.inf,
+        np.random.default_rng(0),
+    )
+    assert info.n_invalid == 2 and info.n_accepted == 0 and info.n_nonfinite == 2 * 5
+    # The recorded "conditional" is the point mass at the current value.
+    np.testing.assert_array_equal(info.report_cdf[0], [0, 0, 0, 1, 1])
+
+
+def test_defensive_proposal_is_normalised():
+    nodes = np.linspace(-2.0, 3.0, 50)
+    conditional, invalid = build_conditional(
+        -2.0, 3.0, nodes, -0.5 * nodes**2, None, basis=None, D=1.0
+    )
+    assert not invalid
+    grid = np.linspace(-2.0, 3.0, 20_001)
+    density = np.exp([proposal_logpdf(conditional, v, -2.0, 3.0) for v in grid])
+    assert np.trapezoid(density, grid) == pytest.approx(1.0, abs=1e-4)
+    # The uniform component keeps the density away from zero everywhere on the box.
+    assert density.min() >= DEFENSIVE_WEIGHT / 5.0 * (1 - 1e-12)
+
+
+def _info(n, **fields):
+    base = dict(
+        n_accepted=0,
+        n_invalid=0,
+        n_nonfinite=0,
+        n_logp_evals=0,
+        edge_low=np.zeros(n, dtype=bool),
+        edge_high=np.zeros(n, dtype=bool),
+        quantile_low=np.full(n, np.nan),
+        quantile_high=np.full(n, np.nan),
+        report_grid=np.empty((n, 0)),
+        report_cdf=np.empty((n, 0)),
+    )
+    return SweepInfo(**(base | fields))
+
+
+def test_box_tuning_widens_hit_edges_and_refits_to_the_envelope():
+    auto = np.array([True, True, False])
+    boxes = BoxTuning(
+        np.array([-1.0, -1.0, -1.0]),
+        np.array([1.0, 1.0, 1.0]),
+        np.full(3, np.inf),
+        np.full(3, -np.inf),
+    )
+    info = _info(
+        3,
+        edge_high=np.array([True, False, True]),
+        quantile_low=np.array([np.nan, -0.2, -0.5]),
+        quantile_high=np.array([np.nan, 0.4, 0.5]),
+    )
+    boxes = track_boxes(boxes, auto, info)
+    # Coordinate 0 hit its upper edge: it moves out by one width. Coordinate 2 is not automatic.
+    np.testing.assert_array_equal(boxes.lower, [-1.0, -1.0, -1.0])
+    np.testing.assert_array_equal(boxes.upper, [3.0, 1.0, 1.0])
+    np.testing.assert_array_equal(boxes.envelope_lower, [np.inf, -0.2, np.inf])
+    np.testing.assert_array_equal(boxes.envelope_upper, [-np.inf, 0.4, -np.inf])
+    refit = refit_boxes(boxes, auto, allow_shrink=True)
+    # Envelope [-0.2, 0.4] widened by half its width on each side.
+    np.testing.assert_allclose([refit.lower[1], refit.upper[1]], [-0.5, 0.7])
+    assert refit.upper[0] == 3.0 and np.isinf(refit.envelope_lower[1])
+    kept = refit_boxes(boxes, auto, allow_shrink=False)
+    np.testing.assert_allclose([kept.lower[1], kept.upper[1]], [-1.0, 1.0])

@@ -1,0 +1,205 @@
+"""``StochasticDynamics`` inside PyMC: exactness against known answers, the uncorrected method's
+bias, divergences, minibatches, reproducibility and bad input.
+
+Tolerances come from the Monte Carlo error (ArviZ's MCSE, which accounts for autocorrelation).
+"""
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.blocking import DictToArrayBijection
+
+from pymc_sfp import StochasticDynamics
+from tests.helpers import assert_moments, sample
+
+
+@pytest.fixture(scope="module")
+def correlated_gaussian():
+    cov = np.array([[1.0, 1.8], [1.8, 4.0]])  # correlation 0.9
+    with pm.Model() as model:
+        pm.MvNormal("v", mu=np.array([1.0, -2.0]), cov=cov)
+    return model, np.array([1.0, -2.0]), cov
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.95])
+def test_exact_on_correlated_gaussian(correlated_gaussian, alpha):
+    model, mean, cov = correlated_gaussian
+    idata = sample(model, lambda: StochasticDynamics(alpha=alpha, n_leapfrog=5))
+    assert_moments(idata, "v", mean, cov + np.outer(mean, mean))
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    assert 0.8 < float(idata.sample_stats["accept"].mean()) <= 1.0
+
+
+def test_exact_on_hierarchical_model():
+    # mu ~ N(0, 5²), theta_j ~ N(mu, 2²), y_j ~ N(theta_j, s_j²): a Gaussian posterior.
+    y = np.array([2.8, 0.8, -0.3, 0.7, -0.1, 0.1, 1.8, 1.2])
+    s = np.array([1.5, 1.0, 1.6, 1.1, 0.9, 1.1, 1.0, 1.8])
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        theta = pm.Normal("theta", mu, 2.0, shape=8)
+        pm.Normal("y", theta, s, observed=y)
+    # Joint precision of (mu, theta).
+    precision = np.zeros((9, 9))
+    precision[0, 0] = 1 / 25 + 8 / 4
+    precision[0, 1:] = precision[1:, 0] = -1 / 4
+    precision[1:, 1:] = np.diag(1 / 4 + 1 / s**2)
+    cov = np.linalg.inv(precision)
+    mean = cov @ np.concatenate([[0.0], y / s**2])
+    idata = sample(model, lambda: StochasticDynamics(alpha=0.8, n_leapfrog=4), draws=1500)
+    assert_moments(idata, "theta", mean[1:4], (cov + np.outer(mean, mean))[1:4, 1:4])
+    mu_draws = idata.posterior["mu"]
+    mcse = float(az.mcse(mu_draws.to_dataset()).to_array().squeeze())
+    assert abs(float(mu_draws.mean()) - mean[0]) < 4 * mcse
+
+
+def test_uncorrected_bias_shrinks_with_step_size():
+    # N(0, 1) target, fixed step sizes, no tuning: the uncorrected variance is biased upwards
+    # (leapfrog's shadow Hamiltonian), visibly at ε = 1 and within MC error at ε = 0.2. One
+    # leapfrog step per transition: at ε = 1 three steps are half an oscillation (q → -q), a
+    # resonance that would make the chain stand still at its start 0.
+    with pm.Model() as model:
+        pm.Normal("z", 0.0, 1.0)
+
+    def variance(eps):
+        idata = sample(
+            model,
+            lambda: StochasticDynamics(
+                step_size=eps,
+                adapt_step_size=False,
+                alpha=0.5,
+                n_leapfrog=1,
+                correct=False,
+                scaling=np.ones(1),
+            ),
+            draws=4000,
+            tune=100,
+        )
+        sq = (idata.posterior["z"] ** 2).rename("z2")
+        return float(sq.mean()), float(az.mcse(sq.to_dataset()).to_array().squeeze())
+
+    var_big, mcse_big = variance(1.0)
+    var_small, mcse_small = variance(0.2)
+    assert var_big - 1.0 > 4 * mcse_big
+    assert abs(var_small - 1.0) < 4 * mcse_small
+    assert abs(var_small - 1.0) < abs(var_big - 1.0)
+
+
+def test_instability_flagged_recovered_and_tuned_away():
+    with pm.Model() as model:
+        pm.Normal("w", 0.0, 0.01, shape=3)
+    idata = sample(
+        model,
+        lambda: StochasticDynamics(step_size=5.0, n_leapfrog=20, scaling=np.ones(3)),
+        draws=300,
+        tune=300,
+        chains=1,
+    )
+    posterior = idata.posterior["w"].values
+    assert np.isfinite(posterior).all()
+    warmup = idata.sample_stats["step_size"].values
+    assert float(warmup[0, -1]) < 0.1  # tuned down from 5 after the divergences
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    with pm.Model() as model:
+        pm.Normal("w", 0.0, 0.01, shape=3)
+        step = StochasticDynamics(
+            step_size=5.0, n_leapfrog=20, adapt_step_size=False, scaling=np.ones(3)
+        )
+    step.tune = False
+    q = DictToArrayBijection.map(model.initial_point())
+    new_q, stats = step.astep(q)
+    assert stats[0]["diverging"] and stats[0]["divergences"] == 1
+    np.testing.assert_array_equal(new_q.data, q.data)
+
+
+def test_reproducible_across_cores_and_compound():
+    with pm.Model():
+        pm.Normal("a", 0, 1, shape=2)
+        b = pm.Normal("b", 0, 1)
+        options = dict(
+            draws=30,
+            tune=20,
+            chains=2,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+        def steps():
+            return [pm.Metropolis([b]), StochasticDynamics(["a"], n_leapfrog=3)]
+
+        one = pm.sample(cores=1, step=steps(), **options)
+        two = pm.sample(cores=2, step=steps(), **options)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, two.posterior[name].values)
+    assert not np.array_equal(one.posterior["a"].values[0], one.posterior["a"].values[1])
+    assert np.isfinite(one.sample_stats["lp"].values).all()
+    assert (one.sample_stats["n_grad_evals"].values == 3 + 1).all()  # trajectory + start
+
+
+def test_minibatch_linear_regression_matches_exact_posterior():
+    # Conjugate regression: prior N(0, 10²), known noise sd 0.5, exact Gaussian posterior.
+    # Documented tolerance for minibatch (SGHMC-style, uncorrected) sampling: posterior means
+    # within 0.5 posterior sd and posterior sds within 25 % -- the remaining bias of the
+    # discretisation and of the gradient-noise estimate (see StochasticDynamics' Notes).
+    rng = np.random.default_rng(0)
+    n_rows = 4000
+    X = rng.normal(size=(n_rows, 2))
+    y = X @ np.array([1.0, -2.0]) + rng.normal(size=n_rows) * 0.5
+    precision = X.T @ X / 0.25 + np.eye(2) / 100
+    cov = np.linalg.inv(precision)
+    mean, sd = cov @ (X.T @ y / 0.25), np.sqrt(np.diag(cov))
+    with pm.Model() as model:
+        X_batch, y_batch = pm.Minibatch(X, y, batch_size=100)
+        w = pm.Normal("w", 0, 10, shape=2)
+        pm.Normal("y", X_batch @ w, 0.5, observed=y_batch, total_size=n_rows)
+        with pytest.raises(ValueError, match="Minibatch"):
+            StochasticDynamics()
+
+    def run():
+        return sample(
+            model,
+            lambda: StochasticDynamics(correct=False, alpha=0.9, n_leapfrog=5),
+            draws=1500,
+            tune=700,
+        )
+
+    idata = run()
+    draws = idata.posterior["w"].values.reshape(-1, 2)
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 0.5 * sd)
+    assert np.all(np.abs(draws.std(axis=0) / sd - 1) < 0.25)
+    share = idata.sample_stats["gradient_noise_share"].values
+    assert 0.0 < share.mean() < 1.0
+    np.testing.assert_array_equal(run().posterior["w"].values, idata.posterior["w"].values)
+
+
+class TestBadInput:
+    def test_discrete(self):
+        with pm.Model():
+            pm.Poisson("count", 2.0)
+            pm.Normal("a", 0, 1)
+            with pytest.raises(TypeError, match="count"):
+                StochasticDynamics()
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"step_size": 0.0}, "step_size must be"),
+            ({"step_size": -0.1}, "step_size must be"),
+            ({"alpha": 1.0}, r"alpha must be in \[0, 1\)"),
+            ({"alpha": -0.1}, r"alpha must be in \[0, 1\)"),
+            ({"n_leapfrog": 0}, "n_leapfrog must be"),
+            ({"thin": 0}, "thin must be"),
+            ({"target_accept": 1.5}, "target_accept"),
+            ({"step_size_jitter": 1.0}, "step_size_jitter"),
+            ({"scaling": np.ones(1), "potential": object()}, "at most one"),
+        ],
+    )
+    def test_invalid_arguments(self, kwargs, match):
+        with pm.Model():
+            pm.Normal("a", 0, 1)
+            with pytest.raises(ValueError, match=match):
+                StochasticDynamics(**kwargs)
+
+
+# --- replica exchange ---------------------------------------------------------------------------

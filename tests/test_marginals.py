@@ -1,0 +1,110 @@
+"""Rao–Blackwellised marginals (Berrones Eq. 7): :class:`Marginal`, :func:`average_conditionals`
+on plain arrays, and :func:`sfp_marginals` on the DataTree of an ``SFPStep`` run."""
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.blocking import DictToArrayBijection
+from scipy import stats
+
+import pymc_sfp
+from pymc_sfp import SFPStep
+from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID, Marginal, average_conditionals
+
+
+def test_marginal_of_exact_beta_cdf():
+    points = np.linspace(0.0, 1.0, 201)
+    target = stats.beta(3.0, 5.0)
+    marginal = Marginal(points, target.cdf(points))
+    grid = np.linspace(0.01, 0.99, 99)
+    np.testing.assert_allclose(marginal.cdf(grid), target.cdf(grid), atol=1e-5)
+    np.testing.assert_allclose(marginal.pdf(grid), target.pdf(grid), atol=5e-3)
+    assert marginal.mode() == pytest.approx(2.0 / 6.0, abs=1e-4)  # (a - 1) / (a + b - 2)
+    assert marginal.mean() == pytest.approx(target.mean(), abs=1e-4)
+    assert marginal.quantile(0.5) == pytest.approx(target.median(), abs=1e-3)
+    assert marginal.cdf(-1.0) == 0.0 and marginal.cdf(2.0) == 1.0 and marginal.pdf(2.0) == 0.0
+
+
+def test_average_conditionals_of_arrays():
+    """Two point masses recorded as step CDFs on different grids average to their mixture."""
+    grids = np.array([np.linspace(-1.0, 1.0, 5), np.linspace(0.0, 2.0, 5)])
+    cdfs = np.array([(grids[0] >= 0.0), (grids[1] >= 1.5)]).astype(float)
+    marginal = average_conditionals(grids, cdfs)
+    np.testing.assert_array_equal(marginal.points, np.unique(grids))
+    assert marginal.cdf(-0.75) == 0.0
+    assert marginal.cdf(0.25) == pytest.approx(0.5)  # the first conditional's mass only
+    assert marginal.cdf(1.75) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same shape"):
+        average_conditionals(grids, cdfs[:, :3])
+
+
+def test_marginal_of_normal_matches_pdf():
+    """In 1-D the conditional is the marginal: a few sweeps' conditionals give N(1, 2)."""
+    with pm.Model() as model:
+        pm.Normal("y", 1.0, 2.0)
+        step = SFPStep(bounds=(-15, 17))
+    step.rng = np.random.default_rng(0)
+    q = DictToArrayBijection.map(model.initial_point())
+    recorded = []
+    for _ in range(5):
+        q, step_stats = step.astep(q)
+        recorded.append(step_stats[0])
+    # Each sweep's stat has a leading draw axis of length 1.
+    grids = np.concatenate([s[STAT_PREFIX_GRID + "y"] for s in recorded])
+    cdfs = np.concatenate([s[STAT_PREFIX_CDF + "y"] for s in recorded])
+    marginal = average_conditionals(grids, cdfs)
+    grid = np.linspace(-7, 9, 200)
+    assert np.abs(marginal.pdf(grid) - stats.norm.pdf(grid, 1, 2)).max() < 2e-3
+    assert np.abs(marginal.cdf(grid) - stats.norm.cdf(grid, 1, 2)).max() < 1e-4
+    assert marginal.mode() == pytest.approx(1.0, abs=0.02)
+
+
+def test_marginals_of_vector_and_matrix_variables_across_processes():
+    """Marginal stats of non-scalar variables keep one row per draw through PyMC's trace."""
+    x_means = np.array([0.0, 3.0])
+    w_means = np.arange(6.0).reshape(2, 3) - 2.0
+    with pm.Model():
+        pm.Normal("x", x_means, 1.0)
+        pm.Normal("W", w_means, 0.5)
+        idata = pm.sample(
+            draws=40,
+            tune=5,
+            chains=2,
+            cores=2,
+            step=SFPStep(L=60, bounds=(-8, 11)),
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    stats_ = idata["sample_stats"]
+    assert stats_.sizes["draw"] == idata["posterior"].sizes["draw"] == 40
+    assert not np.isnan(stats_["accept"].values).any()
+    assert stats_["sfp_cdf__W"].shape == (2, 40, 2, 3, 100)
+    marginals = pymc_sfp.sfp_marginals(idata)
+    assert marginals["x"].shape == (2,) and marginals["W"].shape == (2, 3)
+    # The target is separable, so every conditional is the exact marginal: only the recording
+    # grid's resolution (19 / 99 apart) limits the Rao–Blackwellised means and sds.
+    means = np.vectorize(lambda m: m.mean())
+    np.testing.assert_allclose(means(marginals["x"]), x_means, atol=0.02)
+    np.testing.assert_allclose(means(marginals["W"]), w_means, atol=0.02)
+    sd = marginals["W"][1, 2].quantile(stats.norm.cdf(1.0)) - w_means[1, 2]
+    assert sd == pytest.approx(0.5, abs=0.03)
+
+
+def test_marginals_need_sfp_stats():
+    with pm.Model():
+        pm.Normal("a", 0, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata = pm.sample(
+                draws=5,
+                tune=5,
+                chains=1,
+                step=pm.Metropolis(),
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+    with pytest.raises(ValueError, match="SFPStep"):
+        pymc_sfp.sfp_marginals(idata)
