@@ -1,89 +1,42 @@
-"""Data sets of the papers: loaders for the real data and generators for the synthetic problems.
-
-Real data (Berrones 2009, §4), fetched in the style of scikit-learn's ``fetch_*`` functions:
+"""The real data sets of Berrones (2009, §4), fetched in the style of scikit-learn's ``fetch_*``.
 
 * :func:`load_glass`, :func:`glass_split` — UCI forensic glass, 4 classes (§4.1).
 * :func:`load_santafe_b`, :func:`load_breath_rate` — Santa Fe competition set B; the human
   breath-rate segment (§4.2).
 * :func:`load_laser` — Santa Fe competition set A (far-infrared laser), a stand-in for the NMR
   laser series of §4.3, which has no known public copy; a user's own NMR laser file can be given.
-* :func:`embed` — time-delay embedding for one-step-ahead prediction.
+* :func:`embed` — time-delay embedding for one-step-ahead prediction (§4.2, §4.3).
 
-Synthetic problems (nothing is downloaded):
-
-* :func:`make_robot_arm` — the robot-arm regression problem (MacKay 1992; Neal 1993, §3).
-* :func:`make_teacher_perceptron` — a teacher perceptron with output noise (Opper & Winther 1996).
-
-Where a data file is looked for, in order:
-
-1. ``$PYMC_SFP_DATA/<folder>/<file>``, when the environment variable ``PYMC_SFP_DATA`` is set and
-   the file exists there: a local copy laid out like the project's shared data folder
-   (``glass/glass.data``, ``santafe_b/b1.txt``, ``santafe_b/b2.txt``, ``santafe_a/laser.dat``).
-2. The cache, ``get_data_home(data_home) / <folder> / <file>``.
-3. A download from the canonical public source into the cache (``urllib``), unless
-   ``download_if_missing=False``.
-
-Every file is checked before use. The check is the SHA-256 of the *parsed values*, not of the
-raw bytes: the file is parsed (``#`` comments, blank lines and at most one non-numeric header
-line skipped) and the digest is taken over the canonical CSV text of the numeric table — rows
-joined by ``"\\n"`` (with a final ``"\\n"``), values by ``","``, each value written as Python's
-``repr(float(v))``. So a copy that differs from the original only in layout (the UCI glass file
-has no header line, the copy in the project's shared folder has one; trailing spaces or line
-endings may differ between mirrors) passes, while any changed value fails.
+Each file is looked for in ``$PYMC_SFP_DATA``, then in the cache, then downloaded and checked;
+see :mod:`pymc_sfp.datasets`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import http.client
 import os
-import tempfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pymc_sfp.datasets._fetch import RemoteFile, fetch, parse_table
+from pymc_sfp.datasets._validation import check_positive_int
+
 __all__ = [
-    "DATA_ENV_VAR",
-    "DATA_HOME_ENV_VAR",
     "GlassData",
     "embed",
-    "get_data_home",
     "glass_split",
     "load_breath_rate",
     "load_glass",
     "load_laser",
     "load_santafe_b",
-    "make_robot_arm",
-    "make_teacher_perceptron",
 ]
-
-#: Environment variable naming a local copy of the data, laid out like the shared data folder.
-DATA_ENV_VAR = "PYMC_SFP_DATA"
-#: Environment variable overriding the default cache directory ``~/.cache/pymc_sfp``.
-DATA_HOME_ENV_VAR = "PYMC_SFP_DATA_HOME"
-
-_DOWNLOAD_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class _RemoteFile:
-    """One data file: where it lives locally and remotely, and its expected digest."""
-
-    folder: str
-    name: str
-    url: str
-    #: SHA-256 of the canonical CSV text of the parsed values (see the module docstring).
-    sha256: str
-    delimiter: str | None = None
-
 
 # Digests of the parsed values, computed from the copies in the project's shared data folder,
 # whose raw-byte SHA-256s are: glass.data (with its added header line) 49de7f5a…0c9, b1.txt
 # dc27dee4…7c5, b2.txt 92140a81…8a6, laser.dat f47df392…237. The glass digest is the same for
 # the UCI original, which lacks the header line.
-_GLASS = _RemoteFile(
+_GLASS = RemoteFile(
     folder="glass",
     name="glass.data",
     url="https://archive.ics.uci.edu/ml/machine-learning-databases/glass/glass.data",
@@ -91,13 +44,13 @@ _GLASS = _RemoteFile(
     delimiter=",",
 )
 _SANTAFE_B = {
-    1: _RemoteFile(
+    1: RemoteFile(
         folder="santafe_b",
         name="b1.txt",
         url="https://physionet.org/files/santa-fe/1.0.0/b1.txt",
         sha256="9d7d6d930086593fff110cd716661abd04bad9d68f78d6ce69d0590ca02f9e04",
     ),
-    2: _RemoteFile(
+    2: RemoteFile(
         folder="santafe_b",
         name="b2.txt",
         url="https://physionet.org/files/santa-fe/1.0.0/b2.txt",
@@ -105,7 +58,7 @@ _SANTAFE_B = {
     ),
 }
 # Pinned to the nolitsa commit the shared copy was read at, so the digest cannot drift.
-_LASER = _RemoteFile(
+_LASER = RemoteFile(
     folder="santafe_a",
     name="laser.dat",
     url=(
@@ -125,146 +78,6 @@ _GLASS_SPLIT_SIZES = {0: (30, 40), 1: (39, 37), 2: (9, 8), 3: (11, 11)}
 #: Breath-rate segment of Berrones (2009, §4.2): b1.txt column 2, 1-based rows 12750..13749.
 _BREATH_ROWS = slice(12749, 13749)
 _BREATH_COLUMN = 1
-
-_ROBOT_X1_RANGE = (0.453, 1.932)
-_ROBOT_X2_RANGE = (0.534, 3.142)
-
-
-# --------------------------------------------------------------------------------------------
-# Cache and fetching
-# --------------------------------------------------------------------------------------------
-
-
-def get_data_home(data_home: str | os.PathLike[str] | None = None) -> Path:
-    """Return the cache directory for downloaded data, creating it if needed.
-
-    Parameters
-    ----------
-    data_home : str or path-like, optional
-        The directory to use. When omitted, ``$PYMC_SFP_DATA_HOME`` if set and non-empty,
-        otherwise ``~/.cache/pymc_sfp``. A leading ``~`` is expanded.
-
-    Returns
-    -------
-    pathlib.Path
-        The (existing) cache directory.
-    """
-    if data_home is None:
-        data_home = os.environ.get(DATA_HOME_ENV_VAR) or Path("~") / ".cache" / "pymc_sfp"
-    path = Path(data_home).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _parse_table(path: Path, delimiter: str | None) -> np.ndarray:
-    """Parse a numeric text table into a 2-D float array.
-
-    ``#`` starts a comment; blank lines are skipped; one non-numeric line before the first data
-    row is taken as a header and skipped. Raises ``ValueError`` on anything else.
-    """
-    rows: list[list[float]] = []
-    header_skipped = False
-    with open(path, encoding="utf-8") as stream:
-        for lineno, line in enumerate(stream, start=1):
-            text = line.split("#", 1)[0].strip()
-            if not text:
-                continue
-            try:
-                row = [float(field) for field in text.split(delimiter)]
-            except ValueError:
-                if rows or header_skipped:
-                    raise ValueError(f"line {lineno} is not numeric: {line.rstrip()!r}") from None
-                header_skipped = True
-                continue
-            if rows and len(row) != len(rows[0]):
-                raise ValueError(
-                    f"line {lineno} has {len(row)} columns, expected {len(rows[0])} "
-                    "like the first data line"
-                )
-            rows.append(row)
-    if not rows:
-        raise ValueError("no numeric data rows")
-    return np.array(rows, dtype=float)
-
-
-def _values_sha256(values: np.ndarray) -> str:
-    """SHA-256 of the canonical CSV text of a 2-D array (see the module docstring)."""
-    text = "".join(",".join(map(repr, row)) + "\n" for row in values.tolist())
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def _verified_values(path: Path, remote: _RemoteFile, origin: str) -> np.ndarray:
-    """Parse ``path`` and check its values' digest; raise ``OSError`` naming what to do."""
-    remedy = (
-        f"Set {DATA_ENV_VAR} to a folder holding an intact copy as "
-        f"{remote.folder}/{remote.name}, or delete the file to download it again from "
-        f"{remote.url}."
-    )
-    try:
-        values = _parse_table(path, remote.delimiter)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise OSError(
-            f"{remote.name} at {path} ({origin}) is not a valid data file: {exc}. {remedy}"
-        ) from exc
-    actual = _values_sha256(values)
-    if actual != remote.sha256:
-        raise OSError(
-            f"Checksum mismatch for {remote.name} at {path} ({origin}): expected SHA-256 of the "
-            f"parsed values {remote.sha256}, got {actual}. {remedy}"
-        )
-    return values
-
-
-def _download(remote: _RemoteFile, target: Path, help_text: str) -> np.ndarray:
-    """Download ``remote`` to ``target`` atomically, verify it and return its values."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{remote.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        try:
-            with os.fdopen(fd, "wb") as out:
-                with urllib.request.urlopen(remote.url, timeout=_DOWNLOAD_TIMEOUT_S) as response:
-                    out.write(response.read())
-        except (OSError, http.client.HTTPException) as exc:
-            raise OSError(
-                f"{remote.name} not found locally and downloading it from {remote.url} failed "
-                f"({exc}). {help_text}"
-            ) from exc
-        values = _verified_values(tmp, remote, f"downloaded from {remote.url}")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return values
-
-
-def _fetch(
-    remote: _RemoteFile, data_home: str | os.PathLike[str] | None, download_if_missing: bool
-) -> np.ndarray:
-    """Return the verified values of ``remote``: local copy, else cache, else download."""
-    local_root = os.environ.get(DATA_ENV_VAR)
-    if local_root:
-        local = Path(local_root).expanduser() / remote.folder / remote.name
-        if local.is_file():
-            return _verified_values(local, remote, f"local copy from ${DATA_ENV_VAR}")
-    cached = get_data_home(data_home) / remote.folder / remote.name
-    if cached.is_file():
-        return _verified_values(cached, remote, "cached copy")
-
-    where = f"with {DATA_ENV_VAR}={local_root!r}" if local_root else f"{DATA_ENV_VAR} is not set"
-    help_text = (
-        f"Looked in ${DATA_ENV_VAR}/{remote.folder}/{remote.name} ({where}) and in the cache "
-        f"{cached}. Set {DATA_ENV_VAR} to a folder holding {remote.folder}/{remote.name}, or "
-        f"download {remote.url} to {cached}."
-    )
-    if not download_if_missing:
-        raise OSError(f"{remote.name} not found locally and download_if_missing=False. {help_text}")
-    return _download(remote, cached, help_text)
-
-
-def _check_positive_int(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _standardize(values: np.ndarray) -> np.ndarray:
@@ -320,7 +133,7 @@ def load_glass(
     Parameters
     ----------
     data_home : str or path-like, optional
-        Cache directory; see :func:`get_data_home`.
+        Cache directory; see :func:`~pymc_sfp.datasets.get_data_home`.
     standardize : bool, default True
         Scale each feature to zero mean and unit standard deviation over the 185 rows (population
         standard deviation, ``ddof=0``), as the paper does ("normalized to have zero mean and
@@ -339,7 +152,7 @@ def load_glass(
     OSError
         If the file is missing and cannot be downloaded, or fails the checksum.
     """
-    values = _fetch(_GLASS, data_home, download_if_missing)
+    values = fetch(_GLASS, data_home, download_if_missing)
     raw_type = values[:, -1].astype(int)
     keep = np.isin(raw_type, list(_GLASS_CLASS_OF_TYPE))
     raw_type = raw_type[keep]
@@ -430,7 +243,7 @@ def load_santafe_b(
     part : {1, 2}, default 1
         Which file: ``b1.txt`` or ``b2.txt``.
     data_home : str or path-like, optional
-        Cache directory; see :func:`get_data_home`.
+        Cache directory; see :func:`~pymc_sfp.datasets.get_data_home`.
     download_if_missing : bool, default True
         Download the file from PhysioNet when no local or cached copy exists; otherwise raise
         ``OSError``.
@@ -450,7 +263,7 @@ def load_santafe_b(
     """
     if part not in _SANTAFE_B:
         raise ValueError(f"part must be 1 or 2, got {part!r}")
-    return _fetch(_SANTAFE_B[part], data_home, download_if_missing)
+    return fetch(_SANTAFE_B[part], data_home, download_if_missing)
 
 
 def load_breath_rate(
@@ -469,7 +282,7 @@ def load_breath_rate(
     Parameters
     ----------
     data_home : str or path-like, optional
-        Cache directory; see :func:`get_data_home`.
+        Cache directory; see :func:`~pymc_sfp.datasets.get_data_home`.
     normalize : bool, default True
         Scale to zero mean and unit variance over these 1000 points (population variance,
         ``ddof=0``), as the paper does. Note that the statistics come from the whole segment,
@@ -506,7 +319,7 @@ def load_laser(
     Parameters
     ----------
     data_home : str or path-like, optional
-        Cache directory; see :func:`get_data_home`.
+        Cache directory; see :func:`~pymc_sfp.datasets.get_data_home`.
     path : str or path-like, optional
         A text file with one value per line (``#`` comments, blank lines and one header line
         allowed), e.g. the NMR laser series. It is read as is, without a checksum.
@@ -532,13 +345,13 @@ def load_laser(
         If the default file is missing and cannot be downloaded, or fails the checksum.
     """
     if path is None:
-        values = _fetch(_LASER, data_home, download_if_missing)
+        values = fetch(_LASER, data_home, download_if_missing)
     else:
         file = Path(path).expanduser()
         if not file.is_file():
             raise FileNotFoundError(f"path={str(path)!r} is not an existing file")
         try:
-            values = _parse_table(file, None)
+            values = parse_table(file, None)
         except ValueError as exc:
             raise ValueError(f"path={str(path)!r}: {exc}") from exc
         if values.shape[1] != 1:
@@ -576,112 +389,10 @@ def embed(series: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     series = np.asarray(series, dtype=float)
     if series.ndim != 1:
         raise ValueError(f"series must be 1-D, got shape {series.shape}")
-    window = _check_positive_int(window, "window")
+    window = check_positive_int(window, "window")
     if len(series) <= window:
         raise ValueError(
             f"series must be longer than window: len(series)={len(series)}, window={window}"
         )
     X = np.lib.stride_tricks.sliding_window_view(series[:-1], window).copy()
     return X, series[window:].copy()
-
-
-# --------------------------------------------------------------------------------------------
-# Synthetic problems
-# --------------------------------------------------------------------------------------------
-
-
-def make_robot_arm(
-    n: int, *, rng: np.random.Generator | int, noise_sd: float = 0.05
-) -> tuple[np.ndarray, np.ndarray]:
-    """Draw cases of the robot-arm problem (MacKay 1992; Neal 1993, §3).
-
-    The position of a two-joint arm from its joint angles: ``x1`` uniform on
-    ``[-1.932, -0.453] ∪ [0.453, 1.932]``, ``x2`` uniform on ``[0.534, 3.142]``, and ::
-
-        y1 = 2.0 cos(x1) + 1.3 cos(x1 + x2)
-        y2 = 2.0 sin(x1) + 1.3 sin(x1 + x2)
-
-    plus independent Gaussian noise on each output. Neal uses 200 training and 200 test cases.
-
-    Parameters
-    ----------
-    n : int
-        Number of cases, ``> 0``.
-    rng : numpy.random.Generator or int
-        Random generator, or a seed for :func:`numpy.random.default_rng`.
-    noise_sd : float, default 0.05
-        Standard deviation of the output noise, ``>= 0``.
-
-    Returns
-    -------
-    X : ndarray, shape (n, 2)
-        The angles ``(x1, x2)``.
-    Y : ndarray, shape (n, 2)
-        The noisy positions ``(y1, y2)``.
-
-    Raises
-    ------
-    ValueError
-        If ``n`` is not a positive integer or ``noise_sd`` is negative or not finite.
-    """
-    n = _check_positive_int(n, "n")
-    if not np.isfinite(noise_sd) or noise_sd < 0:
-        raise ValueError(f"noise_sd must be finite and >= 0, got {noise_sd!r}")
-    rng = np.random.default_rng(rng)
-    sign = rng.choice([-1.0, 1.0], size=n)
-    x1 = sign * rng.uniform(*_ROBOT_X1_RANGE, size=n)
-    x2 = rng.uniform(*_ROBOT_X2_RANGE, size=n)
-    Y = np.column_stack(
-        [
-            2.0 * np.cos(x1) + 1.3 * np.cos(x1 + x2),
-            2.0 * np.sin(x1) + 1.3 * np.sin(x1 + x2),
-        ]
-    )
-    return np.column_stack([x1, x2]), Y + noise_sd * rng.standard_normal((n, 2))
-
-
-def make_teacher_perceptron(
-    m: int, n_features: int, *, rng: np.random.Generator | int, beta: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw examples labelled by a noisy teacher perceptron (Opper & Winther 1996, Eq. 4).
-
-    Teacher weights ``w* ~ N(0, I_N)``, inputs ``s ~ N(0, I_N)``; the label is
-    ``sign(w*·s / √N)``, flipped independently with probability
-    ``e^(−β) / (1 + e^(−β))``, i.e. ``P(σ | Δ) ∝ e^(−β Θ(−σΔ))``.
-
-    Parameters
-    ----------
-    m : int
-        Number of examples, ``> 0``.
-    n_features : int
-        Input dimension ``N``, ``> 0``.
-    rng : numpy.random.Generator or int
-        Random generator, or a seed for :func:`numpy.random.default_rng`.
-    beta : float
-        Output-noise parameter, ``> 0``; ``numpy.inf`` gives noise-free labels.
-
-    Returns
-    -------
-    S : ndarray, shape (m, n_features)
-        The inputs.
-    sigma : ndarray, shape (m,)
-        The labels, ``-1.0`` or ``+1.0``.
-    w_teacher : ndarray, shape (n_features,)
-        The teacher's weights.
-
-    Raises
-    ------
-    ValueError
-        If ``m`` or ``n_features`` is not a positive integer, or ``beta`` is not ``> 0``.
-    """
-    m = _check_positive_int(m, "m")
-    n_features = _check_positive_int(n_features, "n_features")
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0, got {beta!r}")
-    rng = np.random.default_rng(rng)
-    w_teacher = rng.standard_normal(n_features)
-    S = rng.standard_normal((m, n_features))
-    clean = np.where(S @ w_teacher >= 0, 1.0, -1.0)
-    flip_probability = 1.0 / (1.0 + np.exp(beta))
-    flipped = rng.random(m) < flip_probability
-    return S, np.where(flipped, -clean, clean), w_teacher
