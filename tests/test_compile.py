@@ -1,0 +1,131 @@
+"""The one bridge from a model to compiled functions, tested on its own against PyMC's own
+compiled log-density."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_sfp.compile import (
+    LineEvaluator,
+    compile_logp_dlogp,
+    compile_prior_likelihood,
+    coordinate_layout,
+    random_generators,
+    reseed,
+    step_graph,
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    with pm.Model() as model:
+        u = pm.Uniform("u", -1.0, 2.0)
+        s = pm.HalfNormal("s", 1.0)
+        w = pm.Normal("w", u, s, shape=(2, 3))
+        pm.Normal("y", w.sum(axis=1), 1.0, observed=[0.5, -0.3])
+        pm.Potential("p", -0.5 * u**2)
+    return model
+
+
+def raveled(model, point):
+    return np.concatenate([np.ravel(point[v.name]) for v in model.value_vars])
+
+
+def test_layout_interval_support_slices_and_names(model):
+    graph = step_graph(model, model.value_vars)
+    layout = coordinate_layout(model, model.value_vars, graph.initial_point)
+    assert layout.size == 1 + 1 + 6
+    np.testing.assert_array_equal(layout.interval, [True] + [False] * 7)
+    assert (layout.lower[0], layout.upper[0]) == (-1.0, 2.0)
+    assert layout.describe(0) == "u" and layout.describe(1) == "s"
+    assert layout.describe(2 + 4) == "w[1, 1]"
+    q = np.random.default_rng(0).normal(size=layout.size)
+    np.testing.assert_allclose(layout.to_value(layout.from_value(q)), q, atol=1e-12)
+
+
+def test_logp_dlogp_matches_pymc(model):
+    graph = step_graph(model, model.value_vars)
+    logp_dlogp = compile_logp_dlogp(graph)
+    point = model.initial_point() | {"w": np.arange(6.0).reshape(2, 3) / 3, "s_log__": 0.3}
+    logp, grad = logp_dlogp(raveled(model, point))
+    assert logp == pytest.approx(float(model.compile_logp()(point)), rel=1e-12)
+    np.testing.assert_allclose(grad, model.compile_dlogp()(point), rtol=1e-10)
+
+
+def test_prior_and_likelihood_add_up_to_the_model(model):
+    graph = step_graph(model, model.value_vars)
+    prior_likelihood = compile_prior_likelihood(graph)
+    x = raveled(model, model.initial_point()) + 0.1
+    prior, likelihood, d_prior, d_likelihood = prior_likelihood(x)
+    logp, grad = compile_logp_dlogp(graph)(x)
+    assert prior + likelihood == pytest.approx(logp, rel=1e-12)
+    np.testing.assert_allclose(d_prior + d_likelihood, grad, rtol=1e-10)
+    # The likelihood is the observed variable and the potential.
+    point = model.initial_point() | {
+        "u_interval__": x[0],
+        "s_log__": x[1],
+        "w": x[2:].reshape(2, 3),
+    }
+    observed = model.compile_logp(vars=[model["y"]], jacobian=False)(point)
+    u = -1.0 + 3.0 / (1.0 + np.exp(-x[0]))
+    assert likelihood == pytest.approx(float(observed) - 0.5 * u**2, rel=1e-10)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_line_evaluator_along_a_coordinate(model, batched):
+    """Along coordinate i the evaluator matches point evaluations; interval coordinates are on
+    their own scale, without the log-odds Jacobian."""
+    graph = step_graph(model, model.value_vars)
+    layout = coordinate_layout(model, model.value_vars, graph.initial_point)
+    evaluator = LineEvaluator(graph, layout, gradient=True, batched=batched)
+    x = layout.from_value(graph.start + 0.2)
+    values = np.linspace(-0.5, 1.5, 5)
+    for index in (0, 3):
+        logp, dlogp = evaluator.along(x, index, values)
+        for value, lp in zip(values, logp, strict=True):
+            point = x.copy()
+            point[index] = value
+            assert lp == pytest.approx(evaluator.logp(point), rel=1e-12)
+        step = 1e-6
+        shifted, _ = evaluator.along(x, index, values + step)
+        np.testing.assert_allclose(dlogp, (shifted - logp) / step, rtol=1e-4, atol=1e-4)
+    # On its own scale the uniform's coordinate has PyMC's density at its log-odds, less the
+    # log-odds Jacobian log |dx/dq|.
+    logp, _ = evaluator.along(x, 0, values)
+    pymc_logp = model.compile_logp()
+    point = model.initial_point() | {"s_log__": layout.to_value(x)[1], "w": x[2:].reshape(2, 3)}
+    for value, lp in zip(values, logp, strict=True):
+        log_odds = np.log(value + 1.0) - np.log(2.0 - value)
+        log_jacobian = np.log(value + 1.0) + np.log(2.0 - value) - np.log(3.0)
+        expected = float(pymc_logp(point | {"u_interval__": log_odds})) - log_jacobian
+        assert lp == pytest.approx(expected, rel=1e-10)
+
+
+def test_step_graph_shares_the_variables_of_other_steps(model):
+    graph = step_graph(model, [model.rvs_to_values[model["w"]]])
+    assert {v.name for v in graph.shared} == {"u_interval__", "s_log__"}
+    assert graph.start.shape == (6,)
+
+
+def test_minibatch_generators_are_found_and_reseeded():
+    data = np.arange(100.0)
+    with pm.Model() as model:
+        batch = pm.Minibatch(data, batch_size=5)
+        mu = pm.Normal("mu", 0.0, 10.0)
+        pm.Normal("y", mu, 1.0, observed=batch, total_size=100)
+    graph = step_graph(model, model.value_vars)
+    generators = random_generators(graph)
+    assert len(generators) == 1
+    logp_dlogp = compile_logp_dlogp(graph)
+    x = np.zeros(1)
+
+    def draws(seed):
+        reseed(generators, np.random.default_rng(seed))
+        return [logp_dlogp(x)[0] for _ in range(4)]
+
+    first = draws(1)
+    assert len(set(first)) > 1  # each call draws a new minibatch
+    assert draws(1) == first and draws(2) != first
+    with pm.Model() as plain:
+        pm.Normal("mu", 0.0, 1.0)
+    assert random_generators(step_graph(plain, plain.value_vars)) == []
