@@ -137,6 +137,7 @@ def test_reproducible_across_cores_and_compound():
     assert (one.sample_stats["n_grad_evals"].values == 3 + 1).all()  # trajectory + start
 
 
+@pytest.mark.slow
 def test_minibatch_linear_regression_matches_exact_posterior():
     # Conjugate regression: prior N(0, 10²), known noise sd 0.5, exact Gaussian posterior.
     # Documented tolerance for minibatch (SGHMC-style, uncorrected) sampling: posterior means
@@ -174,13 +175,6 @@ def test_minibatch_linear_regression_matches_exact_posterior():
 
 
 class TestBadInput:
-    def test_discrete(self):
-        with pm.Model():
-            pm.Poisson("count", 2.0)
-            pm.Normal("a", 0, 1)
-            with pytest.raises(TypeError, match="count"):
-                StochasticDynamics()
-
     @pytest.mark.parametrize(
         ("kwargs", "match"),
         [

@@ -33,6 +33,7 @@ def separated_modes():
     return model, float(density[grid > 0].sum()), float((density * grid).sum())
 
 
+@pytest.mark.slow
 def test_replica_exchange_recovers_the_weights_of_separated_modes(separated_modes):
     model, weight, mean = separated_modes
     stuck = sample(model, lambda: StochasticDynamics(n_leapfrog=5), draws=500, tune=300)
@@ -76,6 +77,7 @@ def test_replica_exchange_flags_divergences_of_every_replica():
     np.testing.assert_array_equal(new_q.data, q.data)
 
 
+@pytest.mark.slow
 def test_replica_exchange_ladder_adapts_to_equal_swap_rates(separated_modes):
     """A ladder crowded near β = 1 swaps freely there and hardly across its last gap; adapted
     during tuning, it spreads the temperatures until every pair swaps about equally often."""

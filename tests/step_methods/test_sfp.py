@@ -130,6 +130,7 @@ def test_separable_target_converges_in_one_sweep():
         assert stats.kstest(draws[:, j], target_cdf).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_correlated_gaussian_exact_covariance():
     cov = np.array([[1.0, 1.2], [1.2, 4.0]])  # correlation 0.6
     with pm.Model():
@@ -156,6 +157,7 @@ def test_correlated_gaussian_exact_covariance():
         assert abs(float(values.mean()) - truth) < 4 * mcse, name
 
 
+@pytest.mark.slow
 def test_uncorrected_sampler_depends_on_L_and_correction_fixes_it():
     model = mixture_model()
     with model:
@@ -170,6 +172,7 @@ def test_uncorrected_sampler_depends_on_L_and_correction_fixes_it():
     assert np.mean([s["accept"] for s in right_stats]) > 0.5
 
 
+@pytest.mark.slow
 def test_ring_3d_moments():
     # Eq. 12 (Neal's ring), box [-20, 20]^3; exact moments by quadrature on a grid.
     with pm.Model():
@@ -339,13 +342,6 @@ def test_progressbar_runs():
 
 
 class TestBadInput:
-    def test_discrete_variable(self):
-        with pm.Model():
-            pm.Poisson("count", 3.0)
-            pm.Normal("a", 0, 1)
-            with pytest.raises(TypeError, match="count"):
-                SFPStep()
-
     @pytest.mark.parametrize(
         ("kwargs", "match"),
         [
