@@ -20,6 +20,8 @@ __all__ = [
     "STAT_PREFIX_GRID",
     "Marginal",
     "average_conditionals",
+    "conditional_stats",
+    "declare_conditional_stats",
     "sfp_marginals",
 ]
 
@@ -28,6 +30,46 @@ __all__ = [
 #: and the points it is recorded at, shape ``(*variable_shape, marginal_points)``.
 STAT_PREFIX_CDF = "sfp_cdf__"
 STAT_PREFIX_GRID = "sfp_grid__"
+
+
+def declare_conditional_stats(name: str, shape: tuple[int, ...], points: int) -> dict:
+    """The ``stats_dtypes_shapes`` entries of a variable's recorded conditionals.
+
+    They are object stats: PyMC's NDArray backend stores a float vector stat only as an object.
+    """
+    stat_shape = [*shape, points]
+    return {
+        STAT_PREFIX_CDF + name: (object, stat_shape),
+        STAT_PREFIX_GRID + name: (object, stat_shape),
+    }
+
+
+def conditional_stats(
+    name: str, shape: tuple[int, ...], grid: np.ndarray, cdf: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One draw's stats for a variable: its coordinates' conditional CDFs ``cdf`` at ``grid``.
+
+    Parameters
+    ----------
+    name : str
+    shape : tuple of int
+        The variable's shape.
+    grid, cdf : ndarray, shape (size, K)
+        One row per coordinate of the variable, in raveling order.
+
+    Returns
+    -------
+    dict
+        ``{STAT_PREFIX_GRID + name: grid, STAT_PREFIX_CDF + name: cdf}``, each of shape
+        ``(1, *shape, K)`` (the CDF in float32). The leading length-1 axis makes PyMC's
+        ``np.vstack`` of object stats over draws give ``(draws, *shape, K)``; without it, a vector
+        variable's rows would be stacked into draws.
+    """
+    points = grid.shape[-1]
+    return {
+        STAT_PREFIX_GRID + name: grid.reshape(1, *shape, points),
+        STAT_PREFIX_CDF + name: cdf.astype(np.float32).reshape(1, *shape, points),
+    }
 
 
 class Marginal:

@@ -27,7 +27,7 @@ from pymc.vartypes import continuous_types
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import BoxTuning, SweepSettings, SweepState, refit_boxes, sweep, track_boxes
-from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID
+from pymc_sfp.marginals import conditional_stats, declare_conditional_stats
 from pymc_sfp.step_methods._common import (
     ProgressField,
     continuous_value_vars,
@@ -123,7 +123,8 @@ class SFPStep(ArrayStepShared):
         whose accuracy depends on ``L``.
     batched : bool, default True
         Evaluate the points along a coordinate in one call of a vectorised compiled function
-        (``True``) or in a loop over points. See ``benchmarks/RESULTS.md`` for when each wins.
+        (``True``) or in a loop over points. Batching wins for cheap models (about 2× with few
+        data points); when arithmetic on many data points dominates, the loop can be as fast.
     marginal_points : int, default 100
         Number of points at which each coordinate's conditional CDF is recorded per draw, in the
         sample stats ``sfp_cdf__<name>`` / ``sfp_grid__<name>``, for :func:`pymc_sfp.sfp_marginals`.
@@ -328,9 +329,7 @@ class SFPStep(ArrayStepShared):
             else:
                 label, to_scale = _marginal_map(transform, bool(self.layout.interval[slc].all()))
             name = rv.name if label == "rv" else value_var.name
-            stat_shape = [*shape, self.marginal_points]
-            stats[STAT_PREFIX_CDF + name] = (object, stat_shape)
-            stats[STAT_PREFIX_GRID + name] = (object, stat_shape)
+            stats |= declare_conditional_stats(name, shape, self.marginal_points)
             entries.append((name, shape, slc, to_scale))
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
@@ -439,12 +438,7 @@ class SFPStep(ArrayStepShared):
             grid = info.report_grid[slc]
             if to_scale is not None:
                 grid = to_scale(grid)
-            # The leading length-1 axis makes PyMC's np.vstack of object stats over draws give
-            # (draws, *shape, K); without it, a vector variable's rows would be stacked into draws.
-            stats[STAT_PREFIX_GRID + name] = grid.reshape(1, *shape, self.marginal_points)
-            stats[STAT_PREFIX_CDF + name] = (
-                info.report_cdf[slc].astype(np.float32).reshape(1, *shape, self.marginal_points)
-            )
+            stats |= conditional_stats(name, shape, grid, info.report_cdf[slc])
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
 
     def _warn_once(self, n_invalid: int, n_edge_hits: int) -> None:
