@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_sfp._validation import check_positive_int
 from pymc_sfp.datasets._fetch import RemoteFile, fetch, parse_table
-from pymc_sfp.datasets._validation import check_positive_int
 
 __all__ = [
     "GlassData",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_sfp.datasets._validation import check_positive_int
+from pymc_sfp._validation import check_positive_int
 
 __all__ = ["make_robot_arm", "make_teacher_perceptron"]
 

@@ -1,10 +1,9 @@
-"""Tests for the integrated (collapsed) output layer: pymc_sfp.linear_gaussian and
-``mlp(..., output_layer="integrated")``.
+"""Tests for pymc_sfp.nn.integrated and ``mlp(..., output_layer="integrated")``.
 
-The marginal likelihood and the conditional of the weights are checked against the dense
-``n × n`` Gaussian formulas. End to end, a 1-1-1 network with its output layer integrated out is
-sampled and its output layer drawn back; the moments are compared with a quadrature over the two
-hidden-layer parameters of the dense marginal, within Monte Carlo error.
+The marginal likelihood is checked against the dense ``n × n`` Gaussian formula, its gradient
+against finite differences of it. End to end, a 1-1-1 network with its output layer integrated
+out is sampled and its output layer drawn back; the moments are compared with a quadrature over
+the two hidden-layer parameters of the dense marginal, within Monte Carlo error.
 """
 
 from __future__ import annotations
@@ -19,19 +18,11 @@ from pymc.pytensorf import compile
 from scipy import stats
 
 from pymc_sfp import StochasticDynamics
-from pymc_sfp.linear_gaussian import marginal_loglik, posterior_draws, posterior_mean
 from pymc_sfp.nn import gaussian_likelihood, mlp
+from pymc_sfp.nn.integrated import marginal_loglik
 
 RNG = np.random.default_rng(20261123)
 FAST = {"mode": "FAST_COMPILE"}
-
-
-def dense_posterior(H, Y, s, sigma):
-    """Mean (k, D) and covariance (k, k) of the layer's weights from the precision matrix."""
-    Ht = np.column_stack([H, np.ones(len(H))])
-    precision = Ht.T @ Ht / sigma**2 + np.eye(Ht.shape[1]) / s**2
-    covariance = np.linalg.inv(precision)
-    return covariance @ Ht.T @ Y / sigma**2, covariance
 
 
 def dense_marginal(H, Y, s, sigma):
@@ -44,9 +35,9 @@ def dense_marginal(H, Y, s, sigma):
 def test_marginal_loglik_matches_dense_gaussian(sigma):
     H, Y = np.tanh(RNG.normal(size=(30, 4))), RNG.normal(size=(30, 2))
     s = 1.7
-    assert marginal_loglik(H, Y, s, sigma).eval() == pytest.approx(
-        dense_marginal(H, Y, s, sigma), rel=1e-10
-    )
+    # Numbers, not variables, as arguments: the graph's own conversion of constants is checked too.
+    logp = marginal_loglik(H, Y, s, sigma).eval(mode="FAST_COMPILE")
+    assert logp == pytest.approx(dense_marginal(H, Y, s, sigma), rel=1e-10)
 
 
 def test_marginal_loglik_gradient_matches_finite_differences():
@@ -72,26 +63,6 @@ def test_marginal_loglik_gradient_matches_finite_differences():
         (dense_marginal(H + step, Y, s, sigma) - dense_marginal(H - step, Y, s, sigma)) / (2 * h),
         rel=1e-5,
     )
-
-
-def test_posterior_mean_and_draws_match_the_dense_conditional():
-    H, Y = np.tanh(RNG.normal(size=(25, 3))), RNG.normal(size=(25, 2))
-    s, sigma = 1.2, 0.5
-    mean, covariance = dense_posterior(H, Y, s, sigma)
-    n = 20_000
-    batch = np.broadcast_to(H, (n, *H.shape))
-    np.testing.assert_allclose(posterior_mean(H, Y, s, sigma), mean, rtol=1e-10)
-    draws = posterior_draws(batch, Y, np.full(n, s), np.full(n, sigma), np.random.default_rng(1))
-    assert draws.shape == (n, 4, 2)
-    sd = np.sqrt(np.diag(covariance))[:, None]
-    # Independent exact draws: each mean within 4 standard errors, and the covariance of each
-    # output column's weights within 4 standard errors of a sample covariance (≈ √(2/n) relative
-    # on the diagonal).
-    assert np.all(np.abs(draws.mean(axis=0) - mean) < 4 * sd / np.sqrt(n))
-    for column in range(2):
-        sample_cov = np.cov(draws[:, :, column], rowvar=False)
-        scale = np.sqrt(np.outer(np.diag(covariance), np.diag(covariance)))
-        assert np.all(np.abs(sample_cov - covariance) < 4 * scale * np.sqrt(2 / n))
 
 
 # ------------------------------------------------------------------------ the network, end to end
@@ -146,6 +117,7 @@ def integrated_run():
     return model, net, idata
 
 
+@pytest.mark.slow
 def test_integrated_output_layer_recovers_the_joint_posterior(integrated_run):
     _, net, idata = integrated_run
     reference = quadrature_reference()
@@ -165,6 +137,7 @@ def test_integrated_output_layer_recovers_the_joint_posterior(integrated_run):
         assert abs(values.mean() - reference[key]) < 4 * error, key
 
 
+@pytest.mark.slow
 def test_integrated_predictions(integrated_run):
     """``predict`` uses each draw's conditional-mean output layer; with drawn output layers
     merged into the posterior it uses those (checked by hand). Per draw, the drawn prediction
@@ -189,7 +162,7 @@ def test_integrated_predictions(integrated_run):
 
 
 def test_integrated_output_layer_bad_input():
-    with pm.Model():
+    with pm.Model() as model:
         with pytest.raises(ValueError, match="output_layer must be one of"):
             mlp(X_111, (1, 2, 1), prior="gaussian", output_layer="marginal")
         for kwargs in (
@@ -201,6 +174,7 @@ def test_integrated_output_layer_bad_input():
                 mlp(X_111, (1, 2, 2), output_layer="integrated", **kwargs)
         net = mlp(X_111, (1, 2, 1), prior="group", output_layer="integrated")
         assert net.output is None and net.logits is None and len(net.weights) == 1
+        assert not net.targets.attached
         assert set(net.scales) == {"w0", "b0", "out"}
         hidden_draws = xr.Dataset(
             {
@@ -216,7 +190,9 @@ def test_integrated_output_layer_bad_input():
             gaussian_likelihood(net, Y_111, D=0.01)
         with pytest.raises(ValueError, match="sigma must be a scalar"):
             gaussian_likelihood(net, Y_111, sigma=np.array([0.1]))
-        gaussian_likelihood(net, Y_111, sigma=0.2)
+        likelihood = gaussian_likelihood(net, Y_111, sigma=0.2)
+        assert net.targets.y is model[f"{likelihood.name}_data"]
+        np.testing.assert_array_equal(net.targets.noise_sd, 0.2)
         with pytest.raises(ValueError, match="already has targets"):
             gaussian_likelihood(net, Y_111, sigma=0.2, name="again")
         pm.set_data({"net_X": X_111[:5]})

@@ -1,0 +1,68 @@
+"""Checks of user arguments shared by :mod:`pymc_sfp.nn`, :mod:`pymc_sfp.learning` and
+:mod:`pymc_sfp.datasets` (private).
+
+Each check raises a ``ValueError`` that names the argument and, for bad rows, the offending row
+indices, so that a bad row of a large data set can be found from the message alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: How many offending row indices an error message lists.
+ROWS_SHOWN = 5
+
+
+def describe_rows(rows: np.ndarray) -> str:
+    """``"<count> row(s): [i, j, ...]"`` for the indices ``rows``, the first few listed."""
+    shown = ", ".join(str(int(r)) for r in rows[:ROWS_SHOWN])
+    more = ", ..." if len(rows) > ROWS_SHOWN else ""
+    return f"{len(rows)} row(s): [{shown}{more}]"
+
+
+def check_finite_rows(values: np.ndarray, arg: str) -> None:
+    """Raise a ValueError naming ``arg`` and the rows of ``values`` with NaN or infinite values."""
+    bad = ~np.isfinite(values).all(axis=tuple(range(1, values.ndim)))
+    if bad.any():
+        raise ValueError(
+            f"{arg} has NaN or infinite values in {describe_rows(np.flatnonzero(bad))}"
+        )
+
+
+def as_matrix(values: Any, arg: str) -> np.ndarray:
+    """``values`` as a finite float matrix with at least one row, or a ValueError naming
+    ``arg``."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{arg} must be a numeric array: {error}") from None
+    if array.ndim != 2:
+        raise ValueError(f"{arg} must be 2-D (rows × columns), got shape {array.shape}")
+    if len(array) == 0:
+        raise ValueError(f"{arg} has no rows")
+    check_finite_rows(array, arg)
+    return array
+
+
+def as_rows(values: Any, width: int, arg: str) -> np.ndarray:
+    """``values`` as finite rows of ``width`` columns; a 1-D array is one row, or, for
+    ``width == 1``, one column."""
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 1:
+        array = array[None, :] if width > 1 or array.size == 1 else array[:, None]
+    array = as_matrix(array, arg)
+    if array.shape[1] != width:
+        raise ValueError(f"{arg} must have {width} column(s), got {array.shape[1]}")
+    return array
+
+
+def check_positive_int(value: int, name: str) -> int:
+    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer ``> 0``.
+
+    ``bool`` is refused although it is an ``int`` subclass: ``True`` as a count is a bug.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

@@ -1,0 +1,180 @@
+"""Likelihoods that attach data to a :class:`~pymc_sfp.nn.Network`'s outputs.
+
+:func:`gaussian_likelihood` for regression: known noise, unknown noise, Neal's (1993) noise
+integrated out (Eq. 3), Berrones' (2009) cold quadratic loss (Eq. 23), or, for a network whose
+output layer is integrated out, the marginal likelihood of :mod:`pymc_sfp.nn.integrated`.
+:func:`categorical_likelihood` for classification with softmax outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
+
+from pymc_sfp._validation import check_finite_rows, describe_rows
+from pymc_sfp.nn._data import floatx, observed_data
+from pymc_sfp.nn.integrated import integrated_likelihood
+from pymc_sfp.nn.network import Network
+
+__all__ = ["NEAL_M0", "NEAL_S0", "categorical_likelihood", "gaussian_likelihood"]
+
+#: Neal's (1993, §3.1) parameters of the vague prior of the noise level that Eq. 3 integrates out.
+NEAL_S0 = 0.1
+NEAL_M0 = 0.1
+
+
+def gaussian_likelihood(
+    network: Network,
+    y: Any,
+    *,
+    sigma: float | TensorVariable | Literal["integrated"] | None = None,
+    D: float | None = None,
+    name: str | None = None,
+) -> TensorVariable:
+    """Attach regression targets ``y`` to a network's outputs.
+
+    Four forms, chosen by ``sigma`` and ``D``:
+
+    * ``sigma`` a number or a model variable: ``y ~ N(F(x, w), sigma²)`` independently (Neal
+      1993, Eq. 2).
+    * ``sigma=None`` (default): unknown noise, ``sigma ~ HalfNormal(1)`` named
+      ``f"{name}_sigma"``, shared by all outputs (vague for standardised outputs; pass your own
+      variable as ``sigma`` otherwise).
+    * ``sigma="integrated"``: Neal's (1993) Eq. 3, the noise level integrated out under a vague
+      prior, ``log p(y | w) = -(m0 + n·K)/2 · log(s0 + Σ_c ‖y_c − F(x_c, w)‖²)`` with
+      ``s0 = m0 = 0.1`` (:data:`NEAL_S0`, :data:`NEAL_M0`), ``n`` rows and ``K`` outputs,
+      added as a ``pm.Potential``.
+    * ``D`` given: Berrones' (2009) Eq. 23 cold quadratic loss,
+      ``log p(y | w) = -(1/D)(1/n) Σ_c ‖y_c − F(x_c, w)‖²``, added as a ``pm.Potential``. It
+      equals a Gaussian with ``sigma² = D·n/2`` up to a constant; ``D`` is a temperature of the
+      likelihood alone: a small ``D`` sharpens it while the sampler runs at temperature 1 (the
+      paper uses 5e-4 and 5e-3). It is not the diffusion constant ``D`` of
+      :class:`~pymc_sfp.SFPStep` (Eq. 4), which tempers the whole posterior; the paper names
+      both ``D``.
+
+    For a network built with ``output_layer="integrated"`` only Gaussian noise with one sd
+    (``sigma`` a number, a scalar variable, or ``None``) is possible: the output layer's weights
+    and biases are integrated out, and the likelihood is the marginal density of ``y`` given
+    the hidden layers, added as a ``pm.Potential``
+    (:func:`pymc_sfp.nn.integrated.marginal_loglik`).
+
+    Parameters
+    ----------
+    network : Network
+    y : array_like, shape (n, outputs), or (n,) for one output
+        The targets, one row per row of ``X``. Stored as ``pm.Data(f"{name}_data")``.
+    sigma : float, array_like, TensorVariable, "integrated" or None, default None
+        The noise standard deviation (see above); an array broadcasts against the outputs,
+        e.g. one sd per output.
+    D : float, optional
+        The likelihood temperature ``D`` of Berrones' Eq. 23; exclusive with ``sigma``.
+    name : str, optional
+        Name of the observed variable or potential; ``f"{network.name}_y"`` by default.
+
+    Returns
+    -------
+    TensorVariable
+        The observed variable (dims ``(obs, out)``; it has posterior-predictive draws after
+        ``pm.set_data`` of new inputs), or the potential for ``"integrated"``, ``D`` and an
+        integrated output layer, which has none: predict those with
+        :meth:`Network.predict_mean`.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
+        outputs, ``sigma`` is not finite and > 0 or an unknown string, ``D`` is not finite and
+        > 0, or both ``sigma`` and ``D`` are given; for an integrated output layer, if
+        ``sigma`` is ``"integrated"``, not a scalar, or ``D`` is given, or the network already
+        has targets.
+    """
+    name = name or f"{network.name}_y"
+    n_outputs = network.layer_sizes[-1]
+    values = np.asarray(y, dtype=float)
+    if values.ndim == 1 and n_outputs == 1:
+        values = values[:, None]
+    if values.ndim != 2 or values.shape[1] != n_outputs:
+        raise ValueError(f"y must have shape (n, {n_outputs}), got {values.shape}")
+    if D is not None:
+        if sigma is not None:
+            raise ValueError("pass either sigma or D (Berrones' Eq. 23 loss), not both")
+        if not np.isfinite(D) or D <= 0:
+            raise ValueError(f"D must be finite and > 0, got {D!r}")
+    if isinstance(sigma, str):
+        if sigma != "integrated":
+            raise ValueError(f"sigma must be a number, a variable, None or 'integrated': {sigma!r}")
+    elif sigma is not None and not isinstance(sigma, TensorVariable):
+        sigma = floatx(sigma)
+        if not np.all(np.isfinite(sigma) & (sigma > 0)):
+            raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+
+    if network.output_layer == "integrated":
+        return integrated_likelihood(network, values, sigma, D, name)
+    y_data, size = observed_data(
+        network, values, name, network.unit_dims[-1:], network.output.shape
+    )
+    squares = pt.sum(pt.square(y_data - network.output))
+    if D is not None:
+        return pm.Potential(name, -squares / (floatx(D) * y_data.shape[0]))
+    if isinstance(sigma, str):
+        exponent = (NEAL_M0 + y_data.shape[0] * n_outputs) / 2
+        return pm.Potential(name, -exponent * pt.log(NEAL_S0 + squares))
+    if sigma is None:
+        sigma = pm.HalfNormal(f"{name}_sigma", 1.0)
+    return pm.Normal(name, mu=network.output, sigma=sigma, observed=y_data, **size)
+
+
+def categorical_likelihood(network: Network, y: Any, *, name: str | None = None) -> TensorVariable:
+    """Attach class labels ``y`` to a softmax network: ``y ~ Categorical(softmax(logits))``.
+
+    The likelihood of classification in Berrones (2009, §4.1) with softmax outputs, evaluated
+    from the logits for numerical stability. (The paper's runs use the quadratic loss of Eq. 23
+    on one-hot targets instead: :func:`gaussian_likelihood` with ``D`` and ``y`` one-hot.)
+
+    Parameters
+    ----------
+    network : Network
+        Built with ``output="softmax"``.
+    y : array_like of int, shape (n,)
+        Labels in ``0 .. layer_sizes[-1] - 1``, one per row of ``X``; stored as
+        ``pm.Data(f"{name}_data")``.
+    name : str, optional
+        Name of the observed variable; ``f"{network.name}_y"`` by default.
+
+    Returns
+    -------
+    TensorVariable
+        The observed variable, dims ``(obs,)``.
+
+    Raises
+    ------
+    ValueError
+        If the network's outputs are not softmax, or ``y`` is not 1-D, has a different number
+        of rows than ``X``, or has NaN, non-integer or out-of-range labels (the rows are named).
+    """
+    if network.output_type != "softmax":
+        raise ValueError(
+            f"categorical_likelihood needs a network with output='softmax', not "
+            f"{network.output_type!r}"
+        )
+    name = name or f"{network.name}_y"
+    n_classes = network.layer_sizes[-1]
+    values = np.asarray(y)
+    if values.ndim != 1:
+        raise ValueError(f"y must be 1-D class labels, got shape {values.shape}")
+    labels = values.astype(float)
+    check_finite_rows(labels, "y")
+    bad = (labels != np.round(labels)) | (labels < 0) | (labels >= n_classes)
+    if bad.any():
+        raise ValueError(
+            f"y must hold integer labels in 0..{n_classes - 1}; bad labels in "
+            f"{describe_rows(np.flatnonzero(bad))}"
+        )
+    y_data, size = observed_data(
+        network, labels.astype(np.int64), name, (), network.logits.shape[:1]
+    )
+    return pm.Categorical(name, logit_p=network.logits, observed=y_data, **size)

@@ -1,0 +1,111 @@
+"""Tests for pymc_sfp.nn.likelihoods: every likelihood term against a hand computation at a random
+point, and the checks of targets and labels.
+
+One model holds every likelihood, compiled once (module-scoped fixture), in PyTensor's Python VM:
+these tests check graphs, not backends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+from scipy import stats
+
+from pymc_sfp.nn import NEAL_M0, NEAL_S0, categorical_likelihood, gaussian_likelihood, mlp
+
+RNG = np.random.default_rng(20260101)
+X6 = RNG.normal(size=(6, 2))
+Y6 = RNG.normal(size=(6, 2))
+LABELS6 = np.array([0, 2, 1, 1, 0, 2])
+FAST = {"mode": "FAST_COMPILE"}
+
+
+def layer_values(point, name, n_layers):
+    return [point[f"{name}_w{i}"] for i in range(n_layers)], [
+        point[f"{name}_b{i}"] for i in range(n_layers)
+    ]
+
+
+@pytest.fixture(scope="module")
+def likelihood_logps(forward, random_point):
+    """Every likelihood term on one regression and one softmax network, at a random point."""
+    with pm.Model() as model:
+        reg = mlp(X6, (2, 3, 2), prior="gaussian", name="reg")
+        clf = mlp(X6, (2, 3, 3), output="softmax", name="clf")
+        terms = {
+            "known": gaussian_likelihood(reg, Y6, sigma=0.3, name="known"),
+            "free": gaussian_likelihood(reg, Y6, name="free"),
+            "free_sigma": model["free_sigma"],
+            "neal": gaussian_likelihood(reg, Y6, sigma="integrated", name="neal"),
+            "eq23": gaussian_likelihood(reg, Y6, D=0.01, name="eq23"),
+            "labels": categorical_likelihood(clf, LABELS6, name="labels"),
+        }
+    point, values = random_point(model, np.random.default_rng(2))
+    logp = model.compile_logp(vars=list(terms.values()), jacobian=False, sum=False, **FAST)(values)
+    F_reg = forward(X6, *layer_values(point, "reg", 2))
+    P_clf = forward(X6, *layer_values(point, "clf", 2), softmax=True)
+    return dict(zip(terms, map(np.sum, logp), strict=True)), point, F_reg, P_clf
+
+
+def test_gaussian_known_and_free_sigma(likelihood_logps):
+    logps, point, F, _ = likelihood_logps
+    assert logps["known"] == pytest.approx(stats.norm(F, 0.3).logpdf(Y6).sum(), rel=1e-12)
+    sigma = point["free_sigma"]
+    assert logps["free"] == pytest.approx(stats.norm(F, sigma).logpdf(Y6).sum(), rel=1e-12)
+    assert logps["free_sigma"] == pytest.approx(stats.halfnorm().logpdf(sigma), rel=1e-12)
+
+
+def test_neal_integrated_noise_eq3(likelihood_logps):
+    logps, _, F, _ = likelihood_logps
+    n, K = Y6.shape
+    expected = -(NEAL_M0 + n * K) / 2 * np.log(NEAL_S0 + np.sum((Y6 - F) ** 2))
+    assert logps["neal"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_berrones_cold_quadratic_loss_eq23(likelihood_logps):
+    logps, _, F, _ = likelihood_logps
+    expected = -np.sum((Y6 - F) ** 2) / (0.01 * len(Y6))
+    assert logps["eq23"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_categorical_softmax(likelihood_logps):
+    logps, _, _, P = likelihood_logps
+    expected = np.log(P[np.arange(len(LABELS6)), LABELS6]).sum()
+    assert logps["labels"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_mismatched_rows_and_columns():
+    with pm.Model():
+        net = mlp(X6, (2, 3, 2))
+        with pytest.raises(ValueError, match="y has 5 rows but X has 6"):
+            gaussian_likelihood(net, Y6[:5])
+        with pytest.raises(ValueError, match=r"y must have shape \(n, 2\)"):
+            gaussian_likelihood(net, Y6[:, 0])
+        with pytest.raises(ValueError, match="X_new has 3 columns but the network has 2 inputs"):
+            net.predict(xr.Dataset(), np.zeros((4, 3)))
+        with pytest.raises(ValueError, match="either sigma or D"):
+            gaussian_likelihood(net, Y6, sigma=1.0, D=0.1)
+        with pytest.raises(ValueError, match="sigma must be finite and > 0"):
+            gaussian_likelihood(net, Y6, sigma=-1.0)
+        with pytest.raises(ValueError, match="D must be finite and > 0"):
+            gaussian_likelihood(net, Y6, D=0.0)
+        with pytest.raises(ValueError, match="samples hold no variable 'net_w0'"):
+            net.predict(xr.Dataset(), X6)
+
+
+def test_bad_labels_are_named():
+    with pm.Model():
+        net = mlp(X6, (2, 3, 3), output="softmax")
+        with pytest.raises(
+            ValueError, match=r"integer labels in 0\.\.2; .* 3 row\(s\): \[1, 3, 5\]"
+        ):
+            categorical_likelihood(net, [0, 3, 1, -1, 2, 1.5])
+        with pytest.raises(ValueError, match=r"y has NaN .* \[2\]"):
+            categorical_likelihood(net, [0, 1, np.nan, 1, 2, 0])
+        with pytest.raises(ValueError, match="y has 5 rows but X has 6"):
+            categorical_likelihood(net, [0, 1, 2, 1, 0])
+        regression = mlp(X6, (2, 3, 3), name="reg")
+        with pytest.raises(ValueError, match="output='softmax'"):
+            categorical_likelihood(regression, LABELS6)
