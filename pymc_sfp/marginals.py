@@ -9,6 +9,7 @@ chains or processes.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -181,6 +182,65 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
     return Marginal(points, total / counts.sum())
 
 
+#: Share of one chain's marginal mass outside another chain's box above which they disagree.
+BOX_DISAGREEMENT = 1e-3
+
+
+def _warn_if_boxes_disagree(name: str, grid: np.ndarray, cdf: np.ndarray) -> None:
+    """Warn when one chain's conditionals put mass outside another chain's (last) box.
+
+    Automatic boxes are tuned per chain: chains that started near different modes can end with
+    boxes that each hold only their own mode, and each chain then samples the posterior
+    restricted to its box. Only the recorded stats are needed to see it.
+
+    Parameters
+    ----------
+    grid, cdf : ndarray, shape (chain, draw, *shape, K)
+    """
+    if grid.shape[0] < 2 or grid.shape[1] == 0:
+        return
+    lower, upper = grid[:, -1, ..., 0], grid[:, -1, ..., -1]  # (chain, *shape)
+    n_chains = grid.shape[0]
+    worst, where = 0.0, None
+    for c in range(n_chains):
+        for d in range(n_chains):
+            if c == d:
+                continue
+            # Chain c's mean conditional CDF at chain d's box edges.
+            below = np.mean(_cdf_at(grid[c], cdf[c], lower[d]), axis=0)
+            above = 1.0 - np.mean(_cdf_at(grid[c], cdf[c], upper[d]), axis=0)
+            outside = below + above
+            if outside.max() > worst:
+                worst = float(outside.max())
+                where = (c, d, np.unravel_index(int(np.argmax(outside)), outside.shape))
+    if worst > BOX_DISAGREEMENT and where is not None:
+        c, d, index = where
+        label = name + (f"[{', '.join(str(int(i)) for i in index)}]" if index else "")
+        warnings.warn(
+            f"SFP boxes of {label} disagree between chains: chain {c} puts {worst:.3g} of its "
+            f"mass outside chain {d}'s box [{float(lower[d][index]):.4g}, "
+            f"{float(upper[d][index]):.4g}], so the chains sample different restrictions of "
+            "the posterior (e.g. each around its own mode). Pass common `bounds` wide enough "
+            "for every chain, or tune longer.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _cdf_at(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Each draw's recorded CDF at ``x`` (one point per coordinate): grid, cdf of shape
+    (draw, *shape, K), x of shape (*shape) → (draw, *shape)."""
+    below = (grid <= x[None, ..., None]).sum(axis=-1) - 1
+    k = np.clip(below, 0, grid.shape[-1] - 2)
+    left = np.take_along_axis(grid, k[..., None], axis=-1)[..., 0]
+    right = np.take_along_axis(grid, k[..., None] + 1, axis=-1)[..., 0]
+    f_left = np.take_along_axis(cdf, k[..., None], axis=-1)[..., 0]
+    f_right = np.take_along_axis(cdf, k[..., None] + 1, axis=-1)[..., 0]
+    t = np.clip((x[None] - left) / (right - left), 0.0, 1.0)
+    inside = f_left + t * (f_right - f_left)
+    return np.where(below < 0, 0.0, np.where(below >= grid.shape[-1] - 1, 1.0, inside))
+
+
 def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, Any]:
     """Rao–Blackwellised marginals of every scalar parameter sampled by an ``SFPStep``.
 
@@ -203,6 +263,12 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
         :class:`Marginal` with the variable's shape. Marginals are on the variable's own scale
         for untransformed, interval-bounded and log-transformed variables, and on PyMC's
         unconstrained scale (keyed by the value variable's name) otherwise.
+
+    Warns
+    -----
+    UserWarning
+        When a chain's conditionals put more than 0.1 % of their mass outside another chain's
+        box: automatic boxes that each hold a different part of the posterior.
     """
     stats = idata["sample_stats"]
     names = [
@@ -224,6 +290,7 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
     for name in names:
         cdf = np.asarray(stats[STAT_PREFIX_CDF + name].values, dtype=float)
         grid = np.asarray(stats[STAT_PREFIX_GRID + name].values, dtype=float)
+        _warn_if_boxes_disagree(name, grid, cdf)
         # (chain, draw, *shape, K) → (*shape, chain * draw, K)
         n_points = cdf.shape[-1]
         shape = cdf.shape[2:-1]

@@ -108,3 +108,32 @@ def test_marginals_need_sfp_stats():
             )
     with pytest.raises(ValueError, match="SFPStep"):
         pymc_sfp.sfp_marginals(idata)
+
+
+def _tree(grids: np.ndarray, cdfs: np.ndarray):
+    import xarray as xr
+
+    dims = ("chain", "draw", "k")
+    return xr.DataTree.from_dict(
+        {
+            "sample_stats": xr.Dataset(
+                {STAT_PREFIX_CDF + "x": (dims, cdfs), STAT_PREFIX_GRID + "x": (dims, grids)}
+            )
+        }
+    )
+
+
+def test_chains_whose_boxes_hold_different_modes_are_warned_about():
+    """Chain 0's box holds both modes, chain 1's only the upper one: warned, naming both."""
+    points = np.linspace(0.0, 1.0, 21)
+    grids = np.stack([np.tile(-20 + 40 * points, (3, 1)), np.tile(10 + 10 * points, (3, 1))])
+    cdfs = np.stack(
+        [np.tile(0.3 * (grids[0, 0] > -15) + 0.7 * (grids[0, 0] > 15), (3, 1)),
+         np.tile((grids[1, 0] > 15).astype(float), (3, 1))]
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match=r"boxes of x disagree.*chain 0 puts 0\.3"):
+        pymc_sfp.sfp_marginals(_tree(grids, cdfs))
+    # Boxes that both hold all the mass: no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pymc_sfp.sfp_marginals(_tree(grids[[0, 0]], cdfs[[0, 0]]))

@@ -29,6 +29,7 @@ import numpy as np
 __all__ = [
     "CollocationBasis",
     "TabulatedConditional",
+    "cell_log_mass",
     "collocation_conditional",
     "is_valid_cdf",
     "quadrature_conditional",
@@ -158,6 +159,37 @@ class TabulatedConditional:
         return float(inner[0]), float(1.0 - inner[1])
 
 
+def cell_log_mass(nodes: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Log of each cell's mass under the piecewise-exponential interpolation of ``f``.
+
+    Parameters
+    ----------
+    nodes : ndarray, shape (G,)
+        Strictly increasing cell edges.
+    f : ndarray, shape (G,)
+        The log-density at the nodes, ``-inf`` where it is not finite.
+
+    Returns
+    -------
+    log_mass : ndarray, shape (G - 1,)
+        ``log ∫ exp(f)`` over each cell with ``f`` interpolated linearly; a cell with one finite
+        and one non-finite end gets the flat density of its finite end; ``-inf`` for a cell
+        with no finite end.
+    delta : ndarray, shape (G - 1,)
+        The change of ``f`` across each cell (0 unless both ends are finite).
+    """
+    width = np.diff(nodes)
+    left, right = f[:-1], f[1:]
+    finite = np.isfinite(left) & np.isfinite(right)
+    delta = np.zeros(len(width))
+    delta[finite] = right[finite] - left[finite]
+    log_mass = np.full(len(width), -np.inf)
+    log_mass[finite] = np.log(width[finite]) + left[finite] + _log_exprel(delta[finite])
+    edge = np.isfinite(left) != np.isfinite(right)
+    log_mass[edge] = np.log(width[edge]) + np.maximum(left[edge], right[edge])
+    return log_mass, delta
+
+
 def quadrature_conditional(
     nodes: np.ndarray, logdensity: np.ndarray, D: float = 1.0
 ) -> TabulatedConditional | None:
@@ -166,6 +198,11 @@ def quadrature_conditional(
     With ``V = -logdensity``, Eq. 4 gives ``y' ∝ exp(-V/D)``. The exponent is interpolated linearly
     between nodes and each cell integrated exactly, so the result is a valid CDF whatever the
     grid, and its relative accuracy does not depend on how deep the barriers between modes are.
+
+    A cell with one finite and one non-finite end (the edge of a hard constraint, or a NaN) gets
+    the flat density of its finite end: the conditional then covers every point whose log-density
+    is finite, at the price of some mass where it is not (refine such cells, as
+    :func:`pymc_sfp.core.sfp.resolve_line` does, to make that mass small).
 
     Parameters
     ----------
@@ -179,25 +216,13 @@ def quadrature_conditional(
     Returns
     -------
     TabulatedConditional or None
-        ``None`` when no cell holds any mass (the log-density is not finite anywhere).
+        ``None`` when the log-density is not finite at any node.
     """
     f = np.asarray(logdensity, dtype=float) / D
     f = np.where(np.isfinite(f), f, -np.inf)
     if not np.isfinite(f).any():
         return None
-    f = f - np.max(f)
-    width = np.diff(nodes)
-    left, right = f[:-1], f[1:]
-    finite = np.isfinite(left) & np.isfinite(right)
-    delta = np.zeros(len(width))
-    delta[finite] = right[finite] - left[finite]
-    log_mass = np.full(len(width), -np.inf)
-    log_mass[finite] = np.log(width[finite]) + left[finite] + _log_exprel(delta[finite])
-    if not np.isfinite(log_mass).any():
-        # Isolated finite nodes with no finite neighbour: fall back to a piecewise-constant
-        # density on the cells that touch a finite node.
-        touch = np.isfinite(left) | np.isfinite(right)
-        log_mass[touch] = np.log(width[touch]) + np.maximum(left[touch], right[touch])
+    log_mass, delta = cell_log_mass(nodes, f - np.max(f))
     mass = np.exp(log_mass - np.max(log_mass))
     cdf = np.concatenate([[0.0], np.cumsum(mass)])
     cdf /= cdf[-1]

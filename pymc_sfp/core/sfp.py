@@ -26,6 +26,7 @@ import numpy as np
 from pymc_sfp.core.fokker_planck import (
     CollocationBasis,
     TabulatedConditional,
+    cell_log_mass,
     collocation_conditional,
     quadrature_conditional,
 )
@@ -36,9 +37,10 @@ __all__ = [
     "SweepInfo",
     "SweepSettings",
     "SweepState",
-    "build_conditional",
     "open_interval",
+    "probe_line",
     "refit_boxes",
+    "resolve_line",
     "sweep",
     "track_boxes",
 ]
@@ -52,6 +54,21 @@ EDGE_FRACTION = 0.01
 EDGE_MASS = 1e-3
 #: Quantiles whose envelope, over tuning draws, sets the automatic boxes.
 ENVELOPE_QUANTILE = 1e-6
+#: Change of the log-density (in units of ``D``) between neighbouring nodes above which a cell
+#: that holds mass is split: the conditional is resolved wherever it has mass.
+RESOLUTION_NATS = 5.0
+#: Share of the conditional's mass (bounded above per cell) below which a cell is not refined.
+NEGLIGIBLE_MASS = 1e-6
+#: Largest share of the conditional's mass that one cell may hold: a conditional whose mass sits
+#: in a few cells (a mode narrower than the grid spacing) is resolved by splitting them.
+MAX_CELL_MASS = 0.2
+#: Share of the mass at which a cell with one finite and one non-finite end (the edge of a hard
+#: constraint) stops being split; its flat density then wastes at most this share of proposals.
+EDGE_CELL_MASS = 1e-3
+#: How many times wider than an automatic box the line is probed for mass it misses.
+PROBE_FACTOR = 9.0
+#: Most nodes that refinement may add to a line, as a multiple of its initial nodes.
+REFINEMENT_BUDGET = 4
 
 LineLogp = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
 PointLogp = Callable[[np.ndarray], float]
@@ -104,9 +121,14 @@ class SweepInfo(NamedTuple):
     n_accepted : int
         Coordinates whose draw was accepted (all of them with ``correct=False``).
     n_invalid : int
-        Conditionals that could not be used as built: a collocation ``ŷ`` that was not a CDF
-        (replaced by the quadrature conditional on the same points) or a line with no finite
-        log-density (the coordinate stays).
+        Collocation conditionals ``ŷ`` that were not CDFs (replaced by the quadrature
+        conditional on the same points, refined).
+    empty : ndarray of bool, shape (N,)
+        Lines with no finite log-density at any node (the coordinate stays where it is).
+    unresolved : ndarray of bool, shape (N,)
+        Conditionals still under-resolved after refinement (:func:`resolve_line`): their
+        proposal is poor, so the chain mixes slowly in that coordinate (exact all the same when
+        corrected).
     n_nonfinite : int
         Non-finite log-densities met on the grids and at the proposals.
     n_logp_evals : int
@@ -122,6 +144,8 @@ class SweepInfo(NamedTuple):
 
     n_accepted: int
     n_invalid: int
+    empty: np.ndarray
+    unresolved: np.ndarray
     n_nonfinite: int
     n_logp_evals: int
     edge_low: np.ndarray
@@ -139,34 +163,83 @@ def open_interval(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.
     return lower + margin, upper - margin
 
 
-def build_conditional(
-    lower: float,
-    upper: float,
+def resolve_line(
+    x: np.ndarray,
+    index: int,
     nodes: np.ndarray,
     logp: np.ndarray,
-    dlogp: np.ndarray | None,
-    basis: CollocationBasis | None,
+    line_logp: LineLogp,
     D: float,
-) -> tuple[TabulatedConditional | None, bool]:
-    """The conditional on ``[lower, upper]`` from the log-density tabulated at ``nodes``.
+) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Refine a tabulated line until the conditional is resolved wherever it has mass.
 
-    Quadrature (``basis=None``) uses ``logp``; collocation (Eq. 5, 11) uses ``dlogp`` at the
-    collocation nodes, and when its ``ŷ`` is not a CDF the quadrature conditional on the same
-    nodes is returned instead.
+    A cell is split at its midpoint while it may hold more than :data:`NEGLIGIBLE_MASS` of the
+    mass (bounded by its width times its larger end's density) and the log-density changes across
+    it by more than :data:`RESOLUTION_NATS` (the piecewise-exponential interpolation of
+    :func:`~pymc_sfp.core.fokker_planck.quadrature_conditional` is poor there: a narrow mode may
+    hide between two nodes); while it holds more than :data:`MAX_CELL_MASS` of the interpolated
+    mass (the mode is narrower than the spacing); and while it has one finite and one non-finite
+    end and may hold more than :data:`EDGE_CELL_MASS` (the edge of a hard constraint, located by
+    bisection). New nodes
+    are evaluated in one call of ``line_logp`` per round. A line that needs no refinement is
+    returned unchanged, without evaluations.
+
+    Parameters
+    ----------
+    x : ndarray
+        The current point; coordinate ``index`` varies along the line.
+    index : int
+    nodes, logp : ndarray, shape (G,)
+        The initial grid (strictly increasing) and the log-density there.
+    line_logp : callable
+    D : float
+        Diffusion constant (the conditional is ``exp(logp / D)``).
 
     Returns
     -------
-    conditional : TabulatedConditional or None
-        ``None`` when the log-density is nowhere finite on the line.
-    invalid : bool
-        Whether the collocation result was replaced.
+    nodes, logp : ndarray
+        The refined grid and the log-density there.
+    n_evals : int
+        Log-density evaluations spent.
+    resolved : bool
+        ``False`` when cells that hold mass still change by more than :data:`RESOLUTION_NATS`
+        after :data:`REFINEMENT_BUDGET` times the initial number of nodes, or cannot be split in
+        floating point.
     """
-    if basis is None:
-        return quadrature_conditional(nodes, logp, D), False
-    conditional, _ = collocation_conditional(basis, lower, upper, dlogp, D)
-    if conditional is not None:
-        return conditional, False
-    return quadrature_conditional(nodes, logp, D), True
+    budget = REFINEMENT_BUDGET * len(nodes)
+    min_width = 64 * np.finfo(float).eps * max(abs(nodes[0]), abs(nodes[-1]), nodes[-1] - nodes[0])
+    n_evals = 0
+    while True:
+        f = np.where(np.isfinite(logp), logp / D, -np.inf)
+        if not np.isfinite(f).any():
+            return nodes, logp, n_evals, True
+        left, right = f[:-1], f[1:]
+        width = np.diff(nodes)
+        with np.errstate(divide="ignore"):
+            log_bound = np.log(width) + np.maximum(left, right)
+        log_total = np.logaddexp.reduce(log_bound[np.isfinite(log_bound)])
+        edge = np.isfinite(left) != np.isfinite(right)
+        log_mass, _ = cell_log_mass(nodes, f)
+        log_share = log_mass - np.logaddexp.reduce(log_mass)
+        with np.errstate(invalid="ignore"):
+            steep = np.abs(right - left) > RESOLUTION_NATS
+        steep = (steep & (log_bound > log_total + np.log(NEGLIGIBLE_MASS))) | (
+            log_share > np.log(MAX_CELL_MASS)
+        )
+        split = steep | (edge & (log_bound > log_total + np.log(EDGE_CELL_MASS)))
+        divisible = width > min_width
+        unresolved = (split & steep & ~divisible).any()
+        split &= divisible
+        if not split.any():
+            return nodes, logp, n_evals, not unresolved
+        if n_evals + np.count_nonzero(split) > budget:
+            return nodes, logp, n_evals, not (split & steep).any()
+        cells = np.flatnonzero(split)
+        midpoints = 0.5 * (nodes[cells] + nodes[cells + 1])
+        new_logp, _ = line_logp(x, index, midpoints)
+        n_evals += len(midpoints)
+        nodes = np.insert(nodes, cells + 1, midpoints)
+        logp = np.insert(np.asarray(logp, dtype=float), cells + 1, new_logp)
 
 
 def proposal_logpdf(
@@ -240,6 +313,8 @@ def sweep(
     n = len(x)
     n_report = len(settings.report_points)
     accepted = n_invalid = n_nonfinite = evaluations = 0
+    empty = np.zeros(n, dtype=bool)
+    unresolved = np.zeros(n, dtype=bool)
     edge_low = np.zeros(n, dtype=bool)
     edge_high = np.zeros(n, dtype=bool)
     quantiles = np.full((2, n), np.nan)
@@ -253,16 +328,21 @@ def sweep(
             points = np.clip(nodes, *open_interval(a, b))
         logp, dlogp = line_logp(x, i, points)
         evaluations += len(points)
+        conditional = None
+        if settings.basis is not None:
+            conditional, _ = collocation_conditional(settings.basis, a, b, dlogp, settings.D)
+            n_invalid += conditional is None
+        if conditional is None:
+            nodes, logp, n_new, resolved = resolve_line(x, i, nodes, logp, line_logp, settings.D)
+            evaluations += n_new
+            unresolved[i] = not resolved
+            conditional = quadrature_conditional(nodes, logp, settings.D)
         n_nonfinite += int(np.count_nonzero(~np.isfinite(logp)))
-        conditional, invalid = build_conditional(
-            a, b, nodes, logp, dlogp, settings.basis, settings.D
-        )
-        n_invalid += invalid
         if n_report:
             report_grid[i] = a + settings.report_points * (b - a)
         if conditional is None:
             # No finite log-density anywhere on the line: nothing to draw from, stay put.
-            n_invalid += 1 - invalid
+            empty[i] = True
             if n_report:
                 report_cdf[i] = (report_grid[i] >= x[i]).astype(float)
             continue
@@ -307,6 +387,8 @@ def sweep(
     info = SweepInfo(
         n_accepted=accepted,
         n_invalid=n_invalid,
+        empty=empty,
+        unresolved=unresolved,
         n_nonfinite=n_nonfinite,
         n_logp_evals=evaluations,
         edge_low=edge_low,
@@ -360,3 +442,35 @@ def refit_boxes(boxes: BoxTuning, auto: np.ndarray, *, allow_shrink: bool) -> Bo
     lower[refit], upper[refit] = new_lower, new_upper
     envelope_lower[refit], envelope_upper[refit] = np.inf, -np.inf
     return BoxTuning(lower, upper, envelope_lower, envelope_upper)
+
+
+def probe_line(
+    x: np.ndarray,
+    index: int,
+    lower: float,
+    upper: float,
+    line_logp: LineLogp,
+    D: float,
+    n_points: int,
+) -> tuple[float, float] | None:
+    """Where the conditional has mass on a line :data:`PROBE_FACTOR` times wider than the box.
+
+    An automatic box tuned from the conditionals it contains never learns of mass outside it:
+    a chain that starts at one of two distant modes keeps a box around that mode. Probing a
+    wider, centred line (``n_points`` nodes, refined by :func:`resolve_line`) finds such mass.
+
+    Returns
+    -------
+    tuple of float or None
+        The probed conditional's ``ENVELOPE_QUANTILE`` and ``1 - ENVELOPE_QUANTILE`` quantiles,
+        or ``None`` when the log-density is finite nowhere on the probed line.
+    """
+    centre, half_width = 0.5 * (lower + upper), 0.5 * PROBE_FACTOR * (upper - lower)
+    nodes = np.linspace(centre - half_width, centre + half_width, n_points)
+    logp, _ = line_logp(x, index, nodes)
+    nodes, logp, _, _ = resolve_line(x, index, nodes, logp, line_logp, D)
+    conditional = quadrature_conditional(nodes, logp, D)
+    if conditional is None:
+        return None
+    low, high = conditional.ppf(np.array([ENVELOPE_QUANTILE, 1 - ENVELOPE_QUANTILE]))
+    return float(low), float(high)

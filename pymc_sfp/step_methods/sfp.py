@@ -11,14 +11,15 @@ proposal for that coordinate, accepted or rejected with the exact log-density ra
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars, StatsType
+from pymc.exceptions import SamplingError
 from pymc.logprob.transforms import IntervalTransform, LogTransform
+from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
@@ -26,7 +27,16 @@ from pymc.vartypes import continuous_types
 
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.fokker_planck import CollocationBasis
-from pymc_sfp.core.sfp import BoxTuning, SweepSettings, SweepState, refit_boxes, sweep, track_boxes
+from pymc_sfp.core.sfp import (
+    BoxTuning,
+    SweepInfo,
+    SweepSettings,
+    SweepState,
+    probe_line,
+    refit_boxes,
+    sweep,
+    track_boxes,
+)
 from pymc_sfp.marginals import conditional_stats, declare_conditional_stats
 from pymc_sfp.step_methods._common import (
     ProgressField,
@@ -47,6 +57,8 @@ _log = logging.getLogger("pymc_sfp")
 
 #: Half-width of an automatic box around the chain's starting value (unconstrained units).
 AUTO_HALFWIDTH = 10.0
+#: Sweeps after tuning without any accepted coordinate after which the chain counts as stuck.
+STUCK_SWEEPS = 50
 #: Tuning draws at which automatic boxes are refitted to the envelope (then every doubling).
 FIRST_CHECKPOINT = 25
 
@@ -60,8 +72,8 @@ class SFPStepState(StepMethodState):
     envelope_upper: np.ndarray
     tuning_draws: int
     next_checkpoint: int
-    warned_invalid: bool
-    warned_edge: bool
+    warned: set
+    sweeps_without_acceptance: int
 
 
 def _marginal_map(transform: Any, is_interval: bool) -> tuple[str, Any]:
@@ -148,13 +160,28 @@ class SFPStep(ArrayStepShared):
     then frozen, logged, and readable from the ``sfp_grid__*`` stats. The chain targets the
     posterior restricted to the box; edge hits after tuning are counted and warned about.
 
-    *Invalid conditionals.* A collocation ``ŷ`` that is not monotone or leaves ``[0, 1]`` (``L``
-    too small for ``D``) is counted in ``n_invalid`` and replaced, for that draw, by the quadrature
-    conditional built from the log-densities at the same points (no extra evaluations). Non-finite
-    log-densities count as zero density (``n_nonfinite``); non-finite proposals are rejected.
+    Before each refit during tuning, an automatic box's line is probed on a grid nine times as
+    wide (:func:`pymc_sfp.core.sfp.probe_line`), so that it grows toward mass it has not seen.
+
+    *Resolution.* A quadrature grid is refined where the conditional has mass but the grid does
+    not resolve it, and at the edges of hard constraints
+    (:func:`pymc_sfp.core.sfp.resolve_line`); what stays under-resolved is counted in
+    ``n_unresolved``. A collocation ``ŷ`` that is not monotone or leaves ``[0, 1]`` (``L`` too
+    small for ``D``) is counted in ``n_invalid`` and replaced, for that draw, by the refined
+    quadrature conditional from the log-densities at the same points. Non-finite log-densities
+    count as zero density (``n_nonfinite``); non-finite proposals are rejected; a line with no
+    finite log-density leaves its coordinate in place (``n_empty``).
+
+    *Exactness.* With ``correct=True`` the chain converges to the posterior restricted to the box
+    for every ``L``, wherever the density is positive somewhere on each coordinate's box (hard
+    constraints and NaN holes included); poor resolution costs mixing, not correctness.
+
+    *Diagnostics.* The first warning of each kind per chain travels as PyMC's ``warning`` stat
+    and is logged by the main process. A start outside a variable's support raises
+    ``SamplingError``.
 
     *Cost.* One sweep costs ``N (L + 1)`` log-density evaluations with ``correct=True`` (grid plus
-    the proposal), plus one for the starting point.
+    the proposal), plus one for the starting point, plus refinement where it is needed.
 
     References
     ----------
@@ -167,10 +194,13 @@ class SFPStep(ArrayStepShared):
     stats_dtypes_shapes = {
         "accept": (np.float64, []),
         "n_invalid": (np.int64, []),
+        "n_empty": (np.int64, []),
+        "n_unresolved": (np.int64, []),
         "n_nonfinite": (np.int64, []),
         "n_logp_evals": (np.int64, []),
         "n_edge_hits": (np.int64, []),
         "model_logp": (np.float64, []),
+        "warning": (SamplerWarning, None),
     }
     _state_class = SFPStepState
 
@@ -345,8 +375,8 @@ class SFPStep(ArrayStepShared):
         self.envelope_upper = np.full(n, -np.inf)
         self.tuning_draws = 0
         self.next_checkpoint = FIRST_CHECKPOINT
-        self.warned_invalid = False
-        self.warned_edge = False
+        self.warned = set()
+        self.sweeps_without_acceptance = 0
         self.tune = True
 
     def stop_tuning(self) -> None:
@@ -387,6 +417,7 @@ class SFPStep(ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         layout = self.layout
         x = layout.from_value(q0.data)
+        self._check_start(x)
         if np.isnan(self.box_lower).any():
             start = np.isnan(self.box_lower)
             self.box_lower[start] = x[start] - AUTO_HALFWIDTH
@@ -412,27 +443,39 @@ class SFPStep(ArrayStepShared):
         )
         x = state.position
         evaluations = 1 + info.n_logp_evals
+        logp_current = state.logp
+        if not self.correct:
+            logp_current = self.evaluator.logp(x)
+            evaluations += 1
+        if not np.isfinite(logp_current):
+            raise SamplingError(
+                "SFPStep: the log-density is not finite at the chain's point, and no coordinate's "
+                f"box holds a point where it is: {self._describe_point(x)}. Pass an initial point "
+                "inside the support (e.g. pm.sample(initvals=...)), or boxes (`bounds`) that "
+                "reach it."
+            )
         n_edge_hits = int(np.count_nonzero(info.edge_low) + np.count_nonzero(info.edge_high))
         if self.tune:
             boxes = track_boxes(self._boxes(), self._auto, info)
             self.tuning_draws += 1
             if self._auto.any() and self.tuning_draws >= self.next_checkpoint:
-                boxes = refit_boxes(boxes, self._auto, allow_shrink=True)
+                boxes = refit_boxes(self._probe(x, boxes), self._auto, allow_shrink=True)
                 self.next_checkpoint *= 2
             self._set_boxes(boxes)
-        self._warn_once(info.n_invalid, n_edge_hits)
+        self.sweeps_without_acceptance = (
+            0 if info.n_accepted else self.sweeps_without_acceptance + 1
+        )
 
-        logp_current = state.logp
-        if not self.correct:
-            logp_current = self.evaluator.logp(x)
-            evaluations += 1
         stats = {
             "accept": info.n_accepted / layout.size,
             "n_invalid": info.n_invalid,
+            "n_empty": int(np.count_nonzero(info.empty)),
+            "n_unresolved": int(np.count_nonzero(info.unresolved)),
             "n_nonfinite": info.n_nonfinite,
             "n_logp_evals": evaluations,
             "n_edge_hits": n_edge_hits,
             "model_logp": float(logp_current + layout.log_jacobian(x)),
+            "warning": self._warning(info, n_edge_hits),
         }
         for name, shape, slc, to_scale in self._marginal_stats:
             grid = info.report_grid[slc]
@@ -441,23 +484,79 @@ class SFPStep(ArrayStepShared):
             stats |= conditional_stats(name, shape, grid, info.report_cdf[slc])
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
 
-    def _warn_once(self, n_invalid: int, n_edge_hits: int) -> None:
-        if n_invalid and not self.warned_invalid:
-            self.warned_invalid = True
-            warnings.warn(
-                f"SFPStep: {n_invalid} conditional(s) in this sweep were not valid CDFs "
-                f"(collocation with L={self.L}, D={self.D}) and were replaced by the quadrature "
-                "conditional for that draw. Raise L (or D), or use solver='quadrature'. "
-                "Counts are in the 'n_invalid' sample stat.",
-                RuntimeWarning,
-                stacklevel=2,
+    def _check_start(self, x: np.ndarray) -> None:
+        """A chain point that is not a number: PyMC's transform of a value outside the support."""
+        bad = np.flatnonzero(~np.isfinite(x))
+        if bad.size:
+            names = ", ".join(self.layout.describe(int(j)) for j in bad[:10])
+            raise SamplingError(
+                f"SFPStep: the chain's value of {names} is not a finite number on the sampling "
+                "scale: the initial value is outside the variable's support (e.g. a negative "
+                "start for a positive variable, or a start outside pm.Uniform's bounds). Pass "
+                "initial values inside the support (pm.sample(initvals=...))."
             )
-        if n_edge_hits and not self.tune and not self.warned_edge:
-            self.warned_edge = True
-            warnings.warn(
-                "SFPStep: conditional mass piles up at a box edge after tuning, so the box "
-                "truncates the posterior. Pass wider `bounds` or tune longer. Counts are in the "
-                "'n_edge_hits' sample stat.",
-                RuntimeWarning,
-                stacklevel=2,
+
+    def _describe_point(self, x: np.ndarray) -> str:
+        shown = ", ".join(f"{self.layout.describe(j)}={x[j]:.6g}" for j in range(min(x.size, 10)))
+        return shown + (", …" if x.size > 10 else "")
+
+    def _probe(self, x: np.ndarray, boxes: BoxTuning) -> BoxTuning:
+        """Widen the automatic boxes' envelopes to mass found on wider lines (see `probe_line`)."""
+        envelope_lower, envelope_upper = boxes.envelope_lower.copy(), boxes.envelope_upper.copy()
+        for i in np.flatnonzero(self._auto):
+            found = probe_line(
+                x, int(i), boxes.lower[i], boxes.upper[i], self.evaluator.along, self.D, self.L
             )
+            if found is not None:
+                envelope_lower[i] = min(envelope_lower[i], found[0])
+                envelope_upper[i] = max(envelope_upper[i], found[1])
+        return boxes._replace(envelope_lower=envelope_lower, envelope_upper=envelope_upper)
+
+    def _warning(self, info: SweepInfo, n_edge_hits: int) -> SamplerWarning | None:
+        """The first warning of each kind in this chain, as PyMC's ``warning`` stat (PyMC logs
+        it in the main process, whatever the number of cores; the counts are in the stats)."""
+        settings = f"solver={self.solver!r}, L={self.L}, D={self.D}"
+        messages = {}
+        if info.n_invalid:
+            messages["invalid"] = (
+                f"{info.n_invalid} collocation conditional(s) were not valid CDFs ({settings}) "
+                "and were replaced by the quadrature conditional for that draw. Raise L (or D), "
+                "or use solver='quadrature'. Counts are in the 'n_invalid' stat."
+            )
+        if info.unresolved.any():
+            messages["unresolved"] = (
+                f"the conditional of {self._names(info.unresolved)} stays under-resolved after "
+                f"refinement ({settings}): its mass sits in a region far narrower than the box, "
+                "so proposals are poor and the chain mixes slowly there (it stays exact). Narrow "
+                "`bounds` for it or raise L. Counts are in the 'n_unresolved' stat."
+            )
+        if info.empty.any():
+            messages["empty"] = (
+                f"the log-density is not finite anywhere on the box of "
+                f"{self._names(info.empty)} ({settings}), so it stays where it is. Another "
+                "variable may have moved to the edge of its support, e.g. a scale collapsing to "
+                "zero in a centred hierarchical model: reparametrise (non-centred), or bound it. "
+                "Counts are in the 'n_empty' stat."
+            )
+        if n_edge_hits and not self.tune:
+            messages["edge"] = (
+                "conditional mass piles up at a box edge after tuning, so the box truncates the "
+                "posterior. Pass wider `bounds` or tune longer. Counts are in the 'n_edge_hits' "
+                "stat."
+            )
+        if self.sweeps_without_acceptance >= STUCK_SWEEPS and not self.tune:
+            messages["stuck"] = (
+                f"no coordinate accepted a draw in {self.sweeps_without_acceptance} sweeps "
+                f"({settings}): the chain is stuck. Its conditionals are poor proposals here; "
+                "narrow `bounds`, raise L, or reparametrise. See the 'accept' stat."
+            )
+        for kind, message in messages.items():
+            if kind not in self.warned:
+                self.warned.add(kind)
+                return SamplerWarning(WarningType.BAD_PARAMS, f"SFPStep: {message}", "warn")
+        return None
+
+    def _names(self, mask: np.ndarray) -> str:
+        indices = np.flatnonzero(mask)
+        names = ", ".join(self.layout.describe(int(j)) for j in indices[:5])
+        return names + (f" and {indices.size - 5} more" if indices.size > 5 else "")

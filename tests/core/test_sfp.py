@@ -4,14 +4,14 @@ the bias the correction removes, box tuning, and lines with no finite log-densit
 import numpy as np
 import pytest
 
-from pymc_sfp.core.fokker_planck import CollocationBasis
+from pymc_sfp.core import sfp
+from pymc_sfp.core.fokker_planck import CollocationBasis, quadrature_conditional
 from pymc_sfp.core.sfp import (
     DEFENSIVE_WEIGHT,
     BoxTuning,
     SweepInfo,
     SweepSettings,
     SweepState,
-    build_conditional,
     proposal_logpdf,
     refit_boxes,
     sweep,
@@ -61,9 +61,18 @@ def batch_means_se(values, n_batches=40):
     return batches.std(ddof=1) / np.sqrt(n_batches)
 
 
-def test_corrected_sweep_is_exact_at_a_coarse_resolution():
-    """Five grid points per conditional: a poor proposal, but the Metropolis correction makes
-    the chain target N(0, COV) exactly (second moments within 4 standard errors)."""
+@pytest.fixture
+def without_refinement(monkeypatch):
+    """Grids stay as given (refinement may add no node): a poor proposal at L=5."""
+    monkeypatch.setattr(sfp, "REFINEMENT_BUDGET", 0)
+
+
+@pytest.mark.parametrize("refined", [True, False])
+def test_corrected_sweep_is_exact_at_a_coarse_resolution(refined, request):
+    """Five grid points per conditional, refined or not: the Metropolis correction makes the
+    chain target N(0, COV) exactly (moments within 4 standard errors)."""
+    if not refined:
+        request.getfixturevalue("without_refinement")
     draws = run_chain(settings(L=5), 4_000)
     for values, expected in (
         (draws[:, 0] ** 2, COV[0, 0]),
@@ -74,16 +83,16 @@ def test_corrected_sweep_is_exact_at_a_coarse_resolution():
         assert abs(values.mean() - expected) < 4 * batch_means_se(values)
 
 
-def test_uncorrected_sweep_is_biased_at_the_same_resolution():
-    """The same chain without the correction misses the variance by many standard errors, so
-    the test above can fail."""
+def test_uncorrected_sweep_is_biased_at_the_same_resolution(without_refinement):
+    """The same unrefined chain without the correction misses the variance by many standard
+    errors, so the test above can fail."""
     draws = run_chain(settings(L=5, correct=False), 4_000)
     values = draws[:, 0] ** 2
     assert abs(values.mean() - COV[0, 0]) > 10 * batch_means_se(values)
 
 
 def test_sweep_is_reproducible_and_reports_conditionals():
-    config = settings(L=30, report=11)
+    config = settings(L=60, report=11)
     lower, upper = np.full(2, -6.0), np.full(2, 6.0)
     start = SweepState(np.array([0.5, -0.5]), gaussian_logp(np.array([0.5, -0.5])))
     results = [
@@ -93,7 +102,7 @@ def test_sweep_is_reproducible_and_reports_conditionals():
     np.testing.assert_array_equal(results[0][0].position, results[1][0].position)
     state, info = results[0]
     assert state.logp == pytest.approx(gaussian_logp(state.position))
-    assert info.n_logp_evals == 2 * (30 + 1)
+    assert info.n_logp_evals == 2 * (60 + 1)  # resolved: no refinement
     np.testing.assert_allclose(info.report_grid[0], np.linspace(-6.0, 6.0, 11))
     assert np.all(np.diff(info.report_cdf, axis=1) >= 0)
     assert info.report_cdf[:, 0] == pytest.approx(0.0, abs=1e-6)
@@ -128,17 +137,14 @@ def test_line_without_finite_density_stays_put():
         lambda x: -np.inf,
         np.random.default_rng(0),
     )
-    assert info.n_invalid == 2 and info.n_accepted == 0 and info.n_nonfinite == 2 * 5
+    assert info.empty.all() and info.n_accepted == 0 and info.n_nonfinite == 2 * 5
     # The recorded "conditional" is the point mass at the current value.
     np.testing.assert_array_equal(info.report_cdf[0], [0, 0, 0, 1, 1])
 
 
 def test_defensive_proposal_is_normalised():
     nodes = np.linspace(-2.0, 3.0, 50)
-    conditional, invalid = build_conditional(
-        -2.0, 3.0, nodes, -0.5 * nodes**2, None, basis=None, D=1.0
-    )
-    assert not invalid
+    conditional = quadrature_conditional(nodes, -0.5 * nodes**2)
     grid = np.linspace(-2.0, 3.0, 20_001)
     density = np.exp([proposal_logpdf(conditional, v, -2.0, 3.0) for v in grid])
     assert np.trapezoid(density, grid) == pytest.approx(1.0, abs=1e-4)
@@ -150,6 +156,8 @@ def _info(n, **fields):
     base = dict(
         n_accepted=0,
         n_invalid=0,
+        empty=np.zeros(n, dtype=bool),
+        unresolved=np.zeros(n, dtype=bool),
         n_nonfinite=0,
         n_logp_evals=0,
         edge_low=np.zeros(n, dtype=bool),
