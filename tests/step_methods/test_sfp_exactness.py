@@ -84,6 +84,7 @@ def narrow_model():
     return model, y.sum() / 0.1**2 / precision, precision**-0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("correct", [True, False])
 def test_narrow_posterior_in_a_huge_box(narrow_model, correct):
     model, mean, sd = narrow_model
