@@ -1,8 +1,10 @@
-"""Checks of user arguments shared by :mod:`pymc_sfp.nn`, :mod:`pymc_sfp.learning` and
-:mod:`pymc_sfp.datasets` (private).
+"""Checks of user arguments shared by :mod:`pymc_sfp.nn`, :mod:`pymc_sfp.learning`,
+:mod:`pymc_sfp.datasets` and the step methods (private).
 
-Each check raises a ``ValueError`` that names the argument and, for bad rows, the offending row
-indices, so that a bad row of a large data set can be found from the message alone.
+Each check raises an error that names the argument and, for bad rows, the offending row
+indices, so that a bad row of a large data set can be found from the message alone: a
+``TypeError`` for a value of the wrong kind (a string where a number belongs), a ``ValueError``
+for a value out of range.
 """
 
 from __future__ import annotations
@@ -58,11 +60,43 @@ def as_rows(values: Any, width: int, arg: str) -> np.ndarray:
     return array
 
 
-def check_positive_int(value: int, name: str) -> int:
-    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer ``> 0``.
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is a Python or NumPy integer; ``bool`` is not (``True`` as a count is a
+    bug)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
-    ``bool`` is refused although it is an ``int`` subclass: ``True`` as a count is a bug.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+
+def check_positive_int(value: int, name: str) -> int:
+    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer ``> 0``
+    (:func:`is_integer`)."""
+    if not is_integer(value) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_int_at_least(value: Any, minimum: int, name: str) -> int:
+    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer (see
+    :func:`is_integer`) ``>= minimum``. ``2.5`` is refused, not rounded."""
+    if not is_integer(value) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_real(value: Any, name: str) -> float:
+    """Return ``value`` as a ``float``; raise ``TypeError`` unless it is a real number.
+
+    Python and NumPy integers and floats, and 0-d arrays of them, are real numbers; ``bool``,
+    strings (``"2"``), sequences and complex numbers are not. The range is the caller's to check
+    (NaN and infinities pass here).
+    """
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # e.g. a ragged sequence
+        array = None
+    if (
+        array is None
+        or array.ndim != 0
+        or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating))
+    ):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    return float(array)

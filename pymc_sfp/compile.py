@@ -9,6 +9,9 @@ functions compiled from it are
 * :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
 * :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP).
 
+They take and return float64 whatever PyTensor's ``floatX``: a float32 model evaluates in
+float32 between casts (:meth:`StepGraph.join`).
+
 Each compiled function is called once at the starting point as soon as it is built
 (:func:`warm_up`): PyTensor's Numba backend generates machine code on a function's first call, and
 doing it in the process that builds the step lets forked chain processes inherit it. Random
@@ -81,13 +84,22 @@ class StepGraph:
     start: np.ndarray
 
     def join(self, outputs: Sequence) -> tuple[list, pt.TensorVariable]:
-        """``outputs`` as graphs of one raveled float64 vector of the step's variables."""
+        """``outputs`` as graphs of one raveled float64 vector of the step's variables.
+
+        The numerical cores compute in float64 whatever PyTensor's ``floatX``. A float32 model
+        (``floatX="float32"``) still evaluates in float32: its joined vector is cast down on
+        entry (and the compiled functions cast their outputs up on exit, see :func:`_compile`).
+        """
         outputs, flat = join_nonshared_inputs(
             point=self.initial_point,
             outputs=list(outputs),
             inputs=self.value_vars,
             shared_inputs=self.shared,
         )
+        if flat.dtype != "float64":
+            x = pt.tensor(name=flat.name, dtype="float64", shape=flat.type.shape)
+            outputs = clone_replace(outputs, {flat: x.astype(flat.dtype)})
+            flat = x
         return outputs, flat
 
 
@@ -106,6 +118,8 @@ def warm_up(function: Callable, *args: Any) -> None:
 
 
 def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
+    # float64 out whatever floatX (a no-op for a float64 model).
+    outputs = [pt.cast(output, "float64") for output in outputs]
     function = pm_compile(inputs, outputs, **dict(compile_kwargs or {}))
     function.trust_input = True
     return function

@@ -10,9 +10,11 @@ chains or processes.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import xarray as xr
 from scipy.interpolate import CubicSpline, PchipInterpolator
 from scipy.optimize import minimize_scalar
 
@@ -249,10 +251,11 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
 
     Parameters
     ----------
-    idata : xarray.DataTree
-        The result of ``pm.sample`` with an :class:`~pymc_sfp.SFPStep` (``marginal_points > 0``).
-        Only its ``sample_stats`` group is read, so warm-up draws are excluded unless they were
-        kept in it.
+    idata : xarray.DataTree or pymc.backends.base.MultiTrace
+        The result of ``pm.sample`` with an :class:`~pymc_sfp.SFPStep` (``marginal_points > 0``):
+        the DataTree, of which only the ``sample_stats`` group is read (so warm-up draws are
+        excluded unless they were kept in it), or the ``MultiTrace`` of
+        ``return_inferencedata=False``, whose sampler stats are read (every draw it holds).
     var_names : list of str, optional
         Restrict to these variables.
 
@@ -264,18 +267,21 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
         for untransformed, interval-bounded and log-transformed variables, and on PyMC's
         unconstrained scale (keyed by the value variable's name) otherwise.
 
+    Raises
+    ------
+    TypeError
+        If ``idata`` is neither a DataTree nor a MultiTrace.
+    ValueError
+        If it holds no SFP conditional CDFs, or none for a name in ``var_names``.
+
     Warns
     -----
     UserWarning
         When a chain's conditionals put more than 0.1 % of their mass outside another chain's
         box: automatic boxes that each hold a different part of the posterior.
     """
-    stats = idata["sample_stats"]
-    names = [
-        str(v)[len(STAT_PREFIX_CDF) :]
-        for v in stats.data_vars
-        if str(v).startswith(STAT_PREFIX_CDF)
-    ]
+    read, stat_names = _stat_reader(idata)
+    names = [n[len(STAT_PREFIX_CDF) :] for n in stat_names if n.startswith(STAT_PREFIX_CDF)]
     if not names:
         raise ValueError(
             "idata holds no SFP conditional CDFs (sample stats 'sfp_cdf__*'): sample with "
@@ -288,8 +294,8 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
         names = [n for n in names if n in var_names]
     out: dict[str, Any] = {}
     for name in names:
-        cdf = np.asarray(stats[STAT_PREFIX_CDF + name].values, dtype=float)
-        grid = np.asarray(stats[STAT_PREFIX_GRID + name].values, dtype=float)
+        cdf = read(STAT_PREFIX_CDF + name)
+        grid = read(STAT_PREFIX_GRID + name)
         _warn_if_boxes_disagree(name, grid, cdf)
         # (chain, draw, *shape, K) → (*shape, chain * draw, K)
         n_points = cdf.shape[-1]
@@ -304,3 +310,28 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
             marginals[index] = average_conditionals(grid[index], cdf[index])
         out[name] = marginals
     return out
+
+
+def _stat_reader(idata: Any) -> tuple[Callable[[str], np.ndarray], list[str]]:
+    """A reader of one sample stat as a float array ``(chain, draw, *stat shape)``, and the
+    names of the stats ``idata`` holds."""
+    if isinstance(idata, xr.DataTree):
+        stats = idata["sample_stats"] if "sample_stats" in idata.children else xr.Dataset()
+
+        def read_group(name: str) -> np.ndarray:
+            return np.asarray(stats[name].values, dtype=float)
+
+        return read_group, [str(v) for v in stats.data_vars]
+    # PyMC's MultiTrace, recognised by its interface (this module imports no sampler code).
+    if hasattr(idata, "get_sampler_stats") and hasattr(idata, "stat_names"):
+
+        def read_trace(name: str) -> np.ndarray:
+            # One array per chain, (draw, ...): PyMC stacks a draw's object stats, (1, ...).
+            chains = idata.get_sampler_stats(name, combine=False, squeeze=False)
+            return np.stack([np.asarray(c, dtype=float) for c in chains])
+
+        return read_trace, sorted(idata.stat_names)
+    raise TypeError(
+        "idata must be the xarray.DataTree that pm.sample returns, or the MultiTrace of "
+        f"pm.sample(return_inferencedata=False); got {type(idata).__name__}"
+    )

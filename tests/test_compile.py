@@ -3,6 +3,7 @@ compiled log-density."""
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 
 from pymc_sfp.compile import (
@@ -99,6 +100,33 @@ def test_line_evaluator_along_a_coordinate(model, batched):
         log_jacobian = np.log(value + 1.0) + np.log(2.0 - value) - np.log(3.0)
         expected = float(pymc_logp(point | {"u_interval__": log_odds})) - log_jacobian
         assert lp == pytest.approx(expected, rel=1e-10)
+
+
+def test_float32_model_compiles_to_float64_functions():
+    """With ``floatX="float32"`` the model evaluates in float32, but every compiled function
+    takes and returns float64 (the cores' dtype), agreeing with the float64 model to float32
+    precision."""
+    x = np.array([0.4, -0.3, 0.7])
+
+    def build():
+        with pm.Model() as model:
+            u = pm.Uniform("u", -1.0, 2.0)
+            s = pm.HalfNormal("s", 1.0)
+            pm.Normal("y", u, s, observed=[0.5, -0.3])
+            pm.Normal("v", u, 1.0)
+        graph = step_graph(model, model.value_vars)
+        layout = coordinate_layout(model, model.value_vars, graph.initial_point)
+        evaluator = LineEvaluator(graph, layout, gradient=True, batched=True)
+        logp, grad = compile_logp_dlogp(graph)(x)
+        along = evaluator.along(layout.from_value(x), 2, np.array([0.0, 1.0]))
+        return (logp, grad, *compile_prior_likelihood(graph)(x), *along)
+
+    reference = build()
+    with pytensor.config.change_flags(floatX="float32"):
+        single = build()
+    for ref, value in zip(reference, single, strict=True):
+        assert np.asarray(value).dtype == np.float64
+        np.testing.assert_allclose(value, ref, rtol=1e-5)
 
 
 def test_step_graph_shares_the_variables_of_other_steps(model):

@@ -137,3 +137,42 @@ def test_chains_whose_boxes_hold_different_modes_are_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pymc_sfp.sfp_marginals(_tree(grids[[0, 0]], cdfs[[0, 0]]))
+
+
+def test_marginals_from_multitrace_match_the_datatree():
+    """``return_inferencedata=False`` gives a MultiTrace: the same marginals are read from its
+    sampler stats (the same seed gives the same draws either way)."""
+    kwargs = dict(
+        draws=15,
+        tune=5,
+        chains=2,
+        cores=1,
+        random_seed=21,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    with pm.Model():
+        pm.Normal("x", [0.0, 2.0], 1.0)
+        pm.HalfNormal("s", 1.0)
+        idata = pm.sample(step=SFPStep(L=30, bounds=(-6, 8)), **kwargs)
+        with pytest.warns(FutureWarning, match="return_inferencedata=False"):
+            trace = pm.sample(
+                step=SFPStep(L=30, bounds=(-6, 8)), return_inferencedata=False, **kwargs
+            )
+    assert isinstance(trace, pm.backends.base.MultiTrace)
+    from_idata = pymc_sfp.sfp_marginals(idata)
+    from_trace = pymc_sfp.sfp_marginals(trace)
+    assert from_trace.keys() == from_idata.keys() == {"x", "s"}
+    assert from_trace["x"].shape == (2,)
+    for a, b in [
+        *zip(from_trace["x"], from_idata["x"], strict=True),
+        (from_trace["s"], from_idata["s"]),
+    ]:
+        np.testing.assert_array_equal(a.points, b.points)
+        np.testing.assert_allclose(a.cdf_values, b.cdf_values, rtol=1e-12)
+    assert pymc_sfp.sfp_marginals(trace, var_names=["s"]).keys() == {"s"}
+
+
+def test_marginals_of_something_else_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"DataTree.*MultiTrace"):
+        pymc_sfp.sfp_marginals({"posterior": None})

@@ -60,7 +60,16 @@ def gaussian_likelihood(
     (``sigma`` a number, a scalar variable, or ``None``) is possible: the output layer's weights
     and biases are integrated out, and the likelihood is the marginal density of ``y`` given
     the hidden layers, added as a ``pm.Potential``
-    (:func:`pymc_sfp.nn.integrated.marginal_loglik`).
+    (:func:`pymc_sfp.nn.integrated.marginal_loglik`). ``pm.sample_posterior_predictive`` has
+    then nothing to draw (PyMC ignores potentials, with a warning, and returns no ``y``); a
+    posterior-predictive draw needs each draw's output layer from its conditional first, which
+    :meth:`Network.sample_output_layer` gives (see the Notes of :func:`~pymc_sfp.nn.mlp`)::
+
+        layer = net.sample_output_layer(idata, random_seed=1)
+        posterior = idata["posterior"].to_dataset().merge(layer)
+        outputs = net.predict(posterior, X_new)  # F(X_new, w) per draw
+        noise = outputs.copy(data=rng.standard_normal(outputs.shape))
+        y_new = outputs + posterior[f"{name}_sigma"] * noise  # or sigma, if a number
 
     Parameters
     ----------
@@ -80,8 +89,8 @@ def gaussian_likelihood(
     TensorVariable
         The observed variable (dims ``(obs, out)``; it has posterior-predictive draws after
         ``pm.set_data`` of new inputs), or the potential for ``"integrated"``, ``D`` and an
-        integrated output layer, which has none: predict those with
-        :meth:`Network.predict_mean`.
+        integrated output layer, which has none: predict those with :meth:`Network.predict`
+        and :meth:`Network.predict_mean` (for an integrated output layer, draws as above).
 
     Raises
     ------

@@ -166,7 +166,9 @@ class Network:
         (:mod:`pymc_sfp.core.linear_gaussian`), and one exact draw from that conditional
         completes a draw of the joint posterior. Merge the result into the posterior to use it, e.g.
         ``posterior = idata["posterior"].to_dataset().merge(net.sample_output_layer(idata))``;
-        :meth:`predict` then uses these weights instead of the conditional mean.
+        :meth:`predict` then uses these weights instead of the conditional mean. This is the
+        route to posterior-predictive draws (``pm.sample_posterior_predictive`` has none for an
+        integrated output layer; see the Notes of :func:`mlp`).
 
         Parameters
         ----------
@@ -296,6 +298,18 @@ def mlp(
     ``(h + 1) × (h + 1)`` Cholesky factorisation, ``h`` the last hidden layer's width.
     :meth:`Network.predict` then uses each draw's conditional-mean output layer, and
     :meth:`Network.sample_output_layer` draws the weights themselves.
+
+    *Posterior predictive of an integrated output layer.* ``pm.sample_posterior_predictive``
+    returns no draws of the targets: their likelihood is a ``pm.Potential``, which PyMC ignores
+    there (with a generic warning). Drawing them from the marginal given the hidden layers would
+    be wrong (that is the prior predictive of the output layer); each draw's output layer must
+    come from its conditional given the data first. So predict with :meth:`Network.predict`::
+
+        layer = net.sample_output_layer(idata, random_seed=1)  # one draw per posterior draw
+        posterior = idata["posterior"].to_dataset().merge(layer)
+        outputs = net.predict(posterior, X_new)  # F(X_new, w), dims (chain, draw, obs, out)
+        noise = outputs.copy(data=rng.standard_normal(outputs.shape))
+        y_new = outputs + posterior[f"{name}_y_sigma"] * noise  # gaussian_likelihood's sigma
     """
     model = pm.modelcontext(None)
     if output not in OUTPUTS:

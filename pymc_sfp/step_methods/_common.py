@@ -11,6 +11,8 @@ from pymc.vartypes import discrete_types
 from rich.progress import TextColumn
 from rich.table import Column
 
+from pymc_sfp.compile import StepGraph
+
 #: A progress-bar column: (sample-stat name, column header, format spec, initial value).
 ProgressField = tuple[str, str, str, Any]
 
@@ -34,6 +36,18 @@ def continuous_value_vars(model: pm.Model, vars: Sequence | None, step_name: str
             "Assign them to another step, e.g. pm.Metropolis, in a CompoundStep."
         )
     return value_vars
+
+
+def check_not_empty(graph: StepGraph, step_name: str) -> None:
+    """``ValueError`` if the step's variables have no elements at all (e.g. a lone variable of
+    shape ``(0,)``): there is no coordinate to move. A size-0 variable among others is carried
+    along unchanged."""
+    if graph.start.size == 0:
+        names = [graph.model.values_to_rvs[v].name for v in graph.value_vars]
+        raise ValueError(
+            f"{step_name} has nothing to sample: its variables {names} have no elements "
+            "(size 0); give it variables with at least one element"
+        )
 
 
 def progressbar_config(

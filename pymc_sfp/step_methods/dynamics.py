@@ -26,6 +26,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 
+from pymc_sfp._validation import check_int_at_least, check_real
 from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
@@ -36,6 +37,7 @@ from pymc_sfp.compile import (
 from pymc_sfp.core.dynamics import DynamicsSettings, LogpGrad, Metric, PhaseState, transition
 from pymc_sfp.step_methods._common import (
     ProgressField,
+    check_not_empty,
     continuous_value_vars,
     progressbar_config,
     progressbar_updates,
@@ -48,6 +50,23 @@ _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("step_size", "Step size", ".3g", 0.0),
     ("accept", "Accept", ".3f", 1.0),
 )
+
+
+def _check_scaling(scaling: Any, size: int) -> np.ndarray:
+    """``scaling`` as a finite float array: a diagonal of ``size`` or a ``size × size`` matrix
+    (whether it is positive definite, PyMC's ``quad_potential`` checks)."""
+    try:
+        array = np.asarray(scaling, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"scaling must be a numeric array, got {scaling!r}") from None
+    if array.shape not in ((size,), (size, size)):
+        raise ValueError(
+            f"scaling must have shape ({size},) (a diagonal) or ({size}, {size}) (a full "
+            f"matrix) for the step's {size} coordinate(s), got shape {array.shape}"
+        )
+    if not np.isfinite(array).all():
+        raise ValueError("scaling must be finite")
+    return array
 
 
 @dataclass_state
@@ -74,7 +93,8 @@ class StochasticDynamics(ArrayStepShared):
     Parameters
     ----------
     vars : list, optional
-        Continuous variables to sample (default: all of the model's).
+        Continuous variables to sample (default: all of the model's); together they need at
+        least one element (a lone shape-``(0,)`` variable is refused).
     step_size : float, optional
         Leapfrog step ``ε`` (in units of the mass matrix's scales). Default ``0.25 / N^¼``, the
         starting point of tuning.
@@ -106,16 +126,18 @@ class StochasticDynamics(ArrayStepShared):
         badly, or not at all, in that direction); varying the length breaks that resonance.
         ``0`` disables it. In ``[0, 1)``.
     scaling : array, optional
-        Diagonal of the mass matrix (or its inverse with ``is_cov=True``), or a full matrix. If
-        neither ``scaling`` nor ``potential`` is given, a diagonal mass matrix is adapted during
-        tuning from the draws' variances (PyMC's ``QuadPotentialDiagAdapt``).
+        Diagonal of the mass matrix (or its inverse with ``is_cov=True``), shape ``(N,)``, or a
+        full matrix, ``(N, N)``, for the step's ``N`` raveled coordinates; finite. If neither
+        ``scaling`` nor ``potential`` is given, a diagonal mass matrix is adapted during tuning
+        from the draws' variances (PyMC's ``QuadPotentialDiagAdapt``).
     is_cov : bool, default False
     potential : pymc QuadPotential, optional
         Any of PyMC's mass-matrix potentials.
     max_energy_error : float, default 1000
         ``|ΔH|`` above which a trajectory is divergent: it is counted (``diverging``), the chain
         returns to the start of the transition with a fresh momentum, and during tuning the step
-        size shrinks (the divergence enters dual averaging with acceptance 0).
+        size shrinks (the divergence enters dual averaging with acceptance 0). Must be ``> 0``;
+        ``inf`` leaves only non-finite energy errors divergent.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
@@ -138,11 +160,24 @@ class StochasticDynamics(ArrayStepShared):
     ``max_energy_error``. The minibatch random stream is re-seeded per chain, so
     ``random_seed`` still reproduces the draws.
 
+    *Models.* Models built with ``floatX="float32"`` are sampled as PyMC's steps sample them:
+    the model evaluates in float32, the dynamics run in float64, the draws come back float32.
+    In a ``CompoundStep`` the step goes with any of PyMC's steps, in any position.
+
     Sample stats: ``accept`` (mean ``min(1, exp(-ΔH))`` over the draw's transitions),
     ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning), ``energy``,
     ``energy_error`` (last transition),
     ``step_size`` (the tuned ``ε``, before the per-transition jitter), ``step_size_bar``,
     ``n_grad_evals``, ``gradient_noise_share`` and ``model_logp``.
+
+    Raises
+    ------
+    TypeError
+        For an unknown keyword, a discrete variable, or an argument of the wrong kind (a number
+        given as a string, a ``bool`` as a number, a ``scaling`` that is not numeric).
+    ValueError
+        For an argument out of its range (named in the message), a ``scaling`` of the wrong
+        shape, variables with no elements, or ``correct=True`` with ``pm.Minibatch`` data.
 
     References
     ----------
@@ -153,18 +188,22 @@ class StochasticDynamics(ArrayStepShared):
 
     name = "stochastic_dynamics"
     default_blocked = True
+    # Declared as dtype instances, not scalar types: in a CompoundStep, PyMC requires a stat
+    # shared by name to be declared equal by every sub-step, and its own steps disagree
+    # (`divergences` is `int` for NUTS and `np.int64` for HamiltonianMC); np.dtype("int64")
+    # compares equal to both, so either can share a compound with this step.
     stats_dtypes_shapes = {
-        "accept": (np.float64, []),
-        "n_accepted": (np.int64, []),
-        "diverging": (bool, []),
-        "divergences": (np.int64, []),
-        "energy": (np.float64, []),
-        "energy_error": (np.float64, []),
-        "step_size": (np.float64, []),
-        "step_size_bar": (np.float64, []),
-        "n_grad_evals": (np.int64, []),
-        "gradient_noise_share": (np.float64, []),
-        "model_logp": (np.float64, []),
+        "accept": (np.dtype(np.float64), []),
+        "n_accepted": (np.dtype(np.int64), []),
+        "diverging": (np.dtype(bool), []),
+        "divergences": (np.dtype(np.int64), []),
+        "energy": (np.dtype(np.float64), []),
+        "energy_error": (np.dtype(np.float64), []),
+        "step_size": (np.dtype(np.float64), []),
+        "step_size_bar": (np.dtype(np.float64), []),
+        "n_grad_evals": (np.dtype(np.int64), []),
+        "gradient_noise_share": (np.dtype(np.float64), []),
+        "model_logp": (np.dtype(np.float64), []),
     }
     _state_class = StochasticDynamicsState
 
@@ -194,30 +233,45 @@ class StochasticDynamics(ArrayStepShared):
         **kwargs: Any,
     ):
         model = pm.modelcontext(model)
+        step_name = type(self).__name__
         if kwargs:
-            raise TypeError(
-                f"StochasticDynamics got unexpected keyword arguments: {sorted(kwargs)}"
-            )
-        if not (0.0 <= alpha < 1.0):
+            raise TypeError(f"{step_name} got unexpected keyword arguments: {sorted(kwargs)}")
+        n_leapfrog = check_int_at_least(n_leapfrog, 1, "n_leapfrog")
+        thin = check_int_at_least(thin, 1, "thin")
+        alpha = check_real(alpha, "alpha")
+        if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha!r}")
-        for label, value in (("n_leapfrog", n_leapfrog), ("thin", thin)):
-            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
-        if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
-            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        if step_size is not None:
+            step_size = check_real(step_size, "step_size")
+            if not (np.isfinite(step_size) and step_size > 0):
+                raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        step_size_jitter = check_real(step_size_jitter, "step_size_jitter")
         if not 0.0 <= step_size_jitter < 1.0:
             raise ValueError(f"step_size_jitter must be in [0, 1), got {step_size_jitter!r}")
+        target_accept = check_real(target_accept, "target_accept")
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
-        if not target_noise_share > 0:
-            raise ValueError(f"target_noise_share must be > 0, got {target_noise_share!r}")
-        if not target_energy_error > 0:
-            raise ValueError(f"target_energy_error must be > 0, got {target_energy_error!r}")
+        for label, value in (
+            ("target_noise_share", target_noise_share),
+            ("target_energy_error", target_energy_error),
+        ):
+            if not check_real(value, label) > 0:
+                raise ValueError(f"{label} must be > 0, got {value!r}")
+        # inf is allowed: then only a non-finite energy error makes a trajectory divergent.
+        max_energy_error = check_real(max_energy_error, "max_energy_error")
+        if not max_energy_error > 0:
+            raise ValueError(
+                "max_energy_error must be a number > 0 (or inf, to count only non-finite "
+                f"energy errors as divergent), got {max_energy_error!r}"
+            )
         if scaling is not None and potential is not None:
             raise ValueError("give at most one of `scaling` and `potential`")
 
-        value_vars = continuous_value_vars(model, vars, type(self).__name__)
+        value_vars = continuous_value_vars(model, vars, step_name)
         graph = step_graph(model, value_vars, initial_point)
+        check_not_empty(graph, step_name)
+        if scaling is not None:
+            scaling = _check_scaling(scaling, graph.start.size)
         self._minibatch_rngs = random_generators(graph)
         if self._minibatch_rngs and correct:
             raise ValueError(
@@ -225,14 +279,14 @@ class StochasticDynamics(ArrayStepShared):
                 "on it is meaningless; use StochasticDynamics(correct=False)"
             )
         size = graph.start.size
-        self.alpha = float(alpha)
-        self.n_leapfrog = int(n_leapfrog)
-        self.thin = int(thin)
+        self.alpha = alpha
+        self.n_leapfrog = n_leapfrog
+        self.thin = thin
         self.correct = bool(correct)
         self.adapt_step_size = bool(adapt_step_size)
-        self.step_size_jitter = float(step_size_jitter)
-        self.max_energy_error = float(max_energy_error)
-        initial_step = 0.25 / size**0.25 if step_size is None else float(step_size)
+        self.step_size_jitter = step_size_jitter
+        self.max_energy_error = max_energy_error
+        initial_step = 0.25 / size**0.25 if step_size is None else step_size
         if self._minibatch_rngs:
             target = float(np.exp(-target_noise_share))
         else:
@@ -242,7 +296,7 @@ class StochasticDynamics(ArrayStepShared):
             potential = (
                 QuadPotentialDiagAdapt(size, np.zeros(size), np.ones(size), 10, dtype="float64")
                 if scaling is None
-                else quad_potential(np.asarray(scaling, dtype=float), is_cov)
+                else quad_potential(scaling, is_cov)
             )
         self.potential = potential
         self._settings = DynamicsSettings(

@@ -19,6 +19,7 @@ import pymc as pm
 from pymc.blocking import RaveledVars, StatsType
 from pymc.step_methods.state import dataclass_state
 
+from pymc_sfp._validation import check_real
 from pymc_sfp.compile import StepGraph, compile_prior_likelihood, likelihood_terms
 from pymc_sfp.core.dynamics import (
     LogpGrad,
@@ -62,7 +63,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         ``CompoundStep`` is not exact, because the hot replicas' targets would depend on the
         other blocks.
     n_temperatures : int, default 8
-        ``K >= 2``.
+        ``K``, an integer ``>= 2``.
     min_beta : float, default 0.1
         ``β_{K-1}`` in ``(0, 1)``; the starting ladder is geometric (:func:`geometric_ladder`).
     betas : array, optional
@@ -111,7 +112,7 @@ class ReplicaExchangeDynamics(StochasticDynamics):
     ):
         model = pm.modelcontext(model)
         if betas is None:
-            ladder = geometric_ladder(n_temperatures, min_beta)
+            ladder = geometric_ladder(n_temperatures, check_real(min_beta, "min_beta"))
         else:
             ladder = np.asarray(betas, dtype=float)
             if (

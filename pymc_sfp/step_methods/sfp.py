@@ -25,6 +25,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.vartypes import continuous_types
 
+from pymc_sfp._validation import check_int_at_least, check_real, is_integer
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
@@ -40,6 +41,7 @@ from pymc_sfp.core.sfp import (
 from pymc_sfp.marginals import conditional_stats, declare_conditional_stats
 from pymc_sfp.step_methods._common import (
     ProgressField,
+    check_not_empty,
     continuous_value_vars,
     progressbar_config,
     progressbar_updates,
@@ -103,7 +105,8 @@ class SFPStep(ArrayStepShared):
     Parameters
     ----------
     vars : list, optional
-        Variables to sample (default: all continuous value variables of the model).
+        Variables to sample (default: all continuous value variables of the model); together
+        they need at least one element (a lone shape-``(0,)`` variable is refused).
     L : int, default 100
         Resolution: the number of sine basis functions (``solver="collocation"``, Eq. 11) or of
         grid points (``solver="quadrature"``). Cost per coordinate is about ``L`` log-density
@@ -183,6 +186,19 @@ class SFPStep(ArrayStepShared):
     *Cost.* One sweep costs ``N (L + 1)`` log-density evaluations with ``correct=True`` (grid plus
     the proposal), plus one for the starting point, plus refinement where it is needed.
 
+    *Models.* Models built with ``floatX="float32"`` are sampled as PyMC's steps sample them:
+    the model evaluates in float32, the sweep runs in float64, the draws come back float32. In a
+    ``CompoundStep`` the step goes with any of PyMC's steps, in any position.
+
+    Raises
+    ------
+    TypeError
+        For an unknown keyword, a discrete variable, or an argument of the wrong kind (``D``
+        given as a string or a ``bool``).
+    ValueError
+        For an argument out of its range (named in the message), bad ``bounds``, a start
+        outside a given box, or variables with no elements.
+
     References
     ----------
     .. [1] Berrones, A. (2009). Bayesian inference based on stationary Fokker–Planck sampling.
@@ -224,25 +240,24 @@ class SFPStep(ArrayStepShared):
         **kwargs: Any,
     ):
         model = pm.modelcontext(model)
-        if not isinstance(L, int | np.integer) or isinstance(L, bool) or L < 3:
-            raise ValueError(f"L must be an integer >= 3, got {L!r}")
+        L = check_int_at_least(L, 3, "L")
+        D = check_real(D, "D")
         if not np.isfinite(D) or D <= 0:
             raise ValueError(f"D must be a finite number > 0, got {D!r}")
         if solver not in ("quadrature", "collocation"):
             raise ValueError(f"solver must be 'quadrature' or 'collocation', got {solver!r}")
         if order not in ("sequential", "random"):
             raise ValueError(f"order must be 'sequential' or 'random', got {order!r}")
-        if (
-            not isinstance(marginal_points, int | np.integer)
-            or marginal_points < 0
-            or marginal_points == 1
-        ):
-            raise ValueError(f"marginal_points must be 0 or an integer >= 2, got {marginal_points}")
+        if not is_integer(marginal_points) or marginal_points < 0 or marginal_points == 1:
+            raise ValueError(
+                f"marginal_points must be 0 or an integer >= 2, got {marginal_points!r}"
+            )
         if kwargs:
             raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
 
         value_vars = continuous_value_vars(model, vars, "SFPStep")
         graph = step_graph(model, value_vars, initial_point)
+        check_not_empty(graph, "SFPStep")
         initial_point = graph.initial_point
 
         self.L = int(L)

@@ -201,3 +201,42 @@ def test_integrated_output_layer_bad_input():
         sampled = mlp(X_111, (1, 2, 1), prior="gaussian", name="plain")
         with pytest.raises(ValueError, match="samples its output layer"):
             sampled.sample_output_layer({})
+
+
+def test_posterior_predictive_goes_through_predict():
+    """``pm.sample_posterior_predictive`` cannot draw the targets of an integrated output layer
+    (they are a ``pm.Potential``): it warns and returns nothing. The documented route (the
+    ``mlp`` and ``gaussian_likelihood`` docstrings, the dynamics guide) draws each posterior
+    draw's output layer from its conditional, then the outputs, then the noise."""
+    rng = np.random.default_rng(4)
+    X_new = np.array([[-1.0], [0.5]])
+    with pm.Model():
+        net = mlp(X_111, (1, 2, 1), prior="gaussian", output_layer="integrated")
+        gaussian_likelihood(net, Y_111)  # sigma ~ HalfNormal(1), named net_y_sigma
+        draws = (2, 200)
+        posterior = xr.Dataset(
+            {
+                "net_w0": (
+                    ("chain", "draw", "net_in", "net_hidden0"),
+                    rng.normal(size=(*draws, 1, 2)),
+                ),
+                "net_b0": (("chain", "draw", "net_hidden0"), rng.normal(size=(*draws, 2))),
+                "net_y_sigma": (("chain", "draw"), rng.uniform(0.1, 0.3, size=draws)),
+            }
+        )
+        idata = xr.DataTree.from_dict({"posterior": posterior})
+        with pytest.warns(UserWarning, match="Potentials .* ignored"):
+            predictive = pm.sample_posterior_predictive(idata, progressbar=False)
+    assert "net_y" not in predictive.get("posterior_predictive", xr.Dataset())
+
+    # The route as documented.
+    layer = net.sample_output_layer(idata, random_seed=1)
+    posterior = idata["posterior"].to_dataset().merge(layer)
+    outputs = net.predict(posterior, X_new)
+    noise = outputs.copy(data=rng.standard_normal(outputs.shape))
+    y_new = outputs + posterior["net_y_sigma"] * noise
+
+    assert y_new.dims == ("chain", "draw", "net_obs", "net_out") and y_new.shape == (2, 200, 2, 1)
+    # Given a draw, y_new − (conditional-mean prediction) is zero-mean noise.
+    error = (y_new - net.predict(idata, X_new)).values.reshape(-1, len(X_new))
+    assert np.all(np.abs(error.mean(axis=0)) < 4 * error.std(axis=0) / np.sqrt(len(error)))

@@ -1,5 +1,6 @@
 """Bad input that every step method of the package must refuse the same way."""
 
+import numpy as np
 import pymc as pm
 import pytest
 
@@ -25,3 +26,72 @@ def test_unknown_keyword_is_named(step):
         pm.Normal("y", a, 1.0, observed=[0.2])
         with pytest.raises(TypeError, match="unexpected keyword arguments: \\['stepsize'\\]"):
             step(stepsize=0.1)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_nothing_to_sample_is_refused(step):
+    """A step whose variables have no elements (shape (0,)) has no coordinate to move."""
+    with pm.Model():
+        empty = pm.Normal("empty", 0, 1, shape=(0,))
+        pm.Normal("y", empty.sum(), 1.0, observed=[0.2])
+        with pytest.raises(ValueError, match=r"nothing to sample.*\['empty'\].*no elements"):
+            step()
+
+
+def test_empty_variable_next_to_others_is_sampled():
+    """A shape-(0,) variable among others is carried along (it has no coordinate to move)."""
+    with pm.Model():
+        a = pm.Normal("a", 0, 1)
+        empty = pm.Normal("empty", 0, 1, shape=(0,))
+        pm.Normal("y", a + empty.sum(), 1.0, observed=[0.2])
+        for step in (SFPStep(L=10, bounds=(-5, 5)), StochasticDynamics()):
+            idata = pm.sample(
+                step=step,
+                tune=5,
+                draws=5,
+                chains=1,
+                random_seed=1,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+            assert idata.posterior["empty"].shape == (1, 5, 0)
+            assert np.isfinite(idata.posterior["a"].values).all()
+
+
+DYNAMICS = [StochasticDynamics, ReplicaExchangeDynamics]
+SCALING_SHAPES = r"scaling must have shape \(2,\) .* or \(2, 2\) .* got shape"
+
+
+@pytest.mark.parametrize("step", DYNAMICS)
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"max_energy_error": -1.0}, ValueError, "max_energy_error must be a number > 0"),
+        ({"max_energy_error": 0.0}, ValueError, "max_energy_error must be a number > 0"),
+        ({"max_energy_error": np.nan}, ValueError, "max_energy_error must be a number > 0"),
+        ({"max_energy_error": "100"}, TypeError, "max_energy_error must be a real number"),
+        ({"alpha": "0.9"}, TypeError, "alpha must be a real number"),
+        ({"step_size": [0.1]}, TypeError, "step_size must be a real number"),
+        ({"target_accept": True}, TypeError, "target_accept must be a real number"),
+        ({"n_leapfrog": 2.5}, ValueError, "n_leapfrog must be an integer >= 1"),
+        ({"scaling": np.ones(3)}, ValueError, SCALING_SHAPES + r" \(3,\)"),
+        ({"scaling": np.eye(3)}, ValueError, SCALING_SHAPES + r" \(3, 3\)"),
+        ({"scaling": np.ones((2, 3))}, ValueError, SCALING_SHAPES + r" \(2, 3\)"),
+        ({"scaling": 2.0}, ValueError, SCALING_SHAPES + r" \(\)"),
+        ({"scaling": [1.0, np.inf]}, ValueError, "scaling must be finite"),
+        ({"scaling": ["a", "b"]}, TypeError, "scaling must be a numeric array"),
+    ],
+)
+def test_bad_dynamics_arguments(step, kwargs, error, match):
+    with pm.Model():
+        a = pm.Normal("a", 0, 1, shape=2)
+        pm.Normal("y", a.sum(), 1.0, observed=[0.2])
+        with pytest.raises(error, match=match):
+            step(**kwargs)
+
+
+def test_infinite_max_energy_error_is_accepted():
+    """``inf`` leaves only non-finite energy errors divergent (a deliberate choice)."""
+    with pm.Model():
+        pm.Normal("a", 0, 1)
+        assert StochasticDynamics(max_energy_error=np.inf).max_energy_error == np.inf

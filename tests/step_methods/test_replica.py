@@ -135,8 +135,13 @@ def test_replica_exchange_bad_input(separated_modes):
         pm.Normal("y", a, 1.0, observed=[0.1, 0.3])
         with pytest.raises(ValueError, match=r"every free variable .* not sample \['b'\]"):
             ReplicaExchangeDynamics([a])
-        with pytest.raises(ValueError, match="n_temperatures must be >= 2"):
+        with pytest.raises(ValueError, match="n_temperatures must be an integer >= 2"):
             ReplicaExchangeDynamics(n_temperatures=1)
+        for not_an_integer in (2.5, 3.0, "3", True):
+            with pytest.raises(ValueError, match="n_temperatures must be an integer >= 2"):
+                ReplicaExchangeDynamics(n_temperatures=not_an_integer)
+        with pytest.raises(TypeError, match="min_beta must be a real number"):
+            ReplicaExchangeDynamics(min_beta="0.1")
         with pytest.raises(ValueError, match=r"min_beta must be in \(0, 1\)"):
             ReplicaExchangeDynamics(min_beta=1.0)
         with pytest.raises(ValueError, match="betas must be a strictly decreasing"):

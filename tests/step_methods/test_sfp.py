@@ -365,6 +365,26 @@ class TestBadInput:
             with pytest.raises(ValueError, match=match):
                 SFPStep(**kwargs)
 
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"D": "2"}, "D must be a real number, got '2'"),
+            ({"D": None}, "D must be a real number"),
+            ({"D": True}, "D must be a real number"),
+        ],
+    )
+    def test_arguments_of_the_wrong_type(self, kwargs, match):
+        with pm.Model():
+            pm.Normal("a", 0, 1, shape=2)
+            with pytest.raises(TypeError, match=match):
+                SFPStep(**kwargs)
+
+    def test_integer_arguments_refuse_bool(self):
+        with pm.Model():
+            pm.Normal("a", 0, 1, shape=2)
+            with pytest.raises(ValueError, match="marginal_points"):
+                SFPStep(marginal_points=False)
+
     def test_bounds_outside_interval_support(self):
         with pm.Model():
             pm.Uniform("u", 0, 1)
