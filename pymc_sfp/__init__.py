@@ -11,6 +11,9 @@ ReplicaExchangeDynamics
     multimodal posteriors.
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
+simulation_based_calibration
+    Simulation-based calibration (Talts et al. 2018) of a sampler on a model: ranks of prior
+    draws among posterior draws and a chi-square test of their uniformity; more in ``sbc``.
 IncrementalSFP, sfp_mle, marginal_prior
     SFP learning modes (Berrones §3): incremental learning (SFP-I, Eq. 20–22), the SFP-MLE
     predictor (Eq. 18) and marginals turned into a prior (Eq. 21); also in ``pymc_sfp.learning``.
@@ -20,22 +23,26 @@ datasets
     The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
-from pymc_sfp import datasets, learning, nn
+from pymc_sfp import datasets, learning, nn, sbc
 from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
+from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
 __all__ = [
     "IncrementalSFP",
     "Marginal",
     "ReplicaExchangeDynamics",
+    "SBCResult",
     "SFPStep",
     "StochasticDynamics",
     "datasets",
     "learning",
     "marginal_prior",
     "nn",
+    "sbc",
     "sfp_marginals",
     "sfp_mle",
+    "simulation_based_calibration",
 ]
 __version__ = "0.1.0.dev0"
