@@ -17,6 +17,10 @@ simulation_based_calibration
 IncrementalSFP, sfp_mle, marginal_prior
     SFP learning modes (Berrones §3): incremental learning (SFP-I, Eq. 20–22), the SFP-MLE
     predictor (Eq. 18) and marginals turned into a prior (Eq. 21); also in ``pymc_sfp.learning``.
+fit_tap, TAPApproximation
+    TAP mean-field Bayes learning (Opper & Winther 1996) and adaptive TAP / EP for a Gaussian
+    prior vector and a probit, logistic or Gaussian likelihood through ``X @ w``, as a PyMC
+    approximation; the numerics, with the noisy perceptron, are in ``pymc_sfp.core.tap``.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
@@ -28,6 +32,7 @@ from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
+from pymc_sfp.variational import TAPApproximation, fit_tap
 
 __all__ = [
     "IncrementalSFP",
@@ -36,7 +41,9 @@ __all__ = [
     "SBCResult",
     "SFPStep",
     "StochasticDynamics",
+    "TAPApproximation",
     "datasets",
+    "fit_tap",
     "learning",
     "marginal_prior",
     "nn",

@@ -1,0 +1,252 @@
+"""TAP mean-field / adaptive TAP (EP) numerics against exact and long-run references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from pymc_sfp.core.tap import (
+    TAPConvergenceWarning,
+    log_partition,
+    predict,
+    select_hyperparameters,
+    tap_fit,
+)
+
+
+def correlated_inputs(rng, m, n, rho):
+    """Equicorrelated standard-normal inputs (correlation ``rho`` between components)."""
+    C = rho * np.ones((n, n)) + (1.0 - rho) * np.eye(n)
+    return rng.multivariate_normal(np.zeros(n), C, size=m)
+
+
+def probit_labels(rng, X, w):
+    return np.where(rng.random(len(X)) < special.ndtr(X @ w / np.sqrt(X.shape[1])), 1.0, -1.0)
+
+
+def importance_reference(X, y, likelihood, prior_var, fit, draws, rng, beta=np.nan):
+    """Posterior mean, variances and ESS by self-normalised importance sampling.
+
+    The proposal is a Student-t (5 degrees of freedom) around the fit with 1.5 times its
+    covariance: heavier-tailed than the posterior, so the estimate is consistent whatever the fit
+    (the fit only makes it efficient).
+    """
+    A = X / np.sqrt(X.shape[1])
+    proposal = stats.multivariate_t(fit.mean, 1.5 * fit.cov, df=5, seed=rng)
+    W = proposal.rvs(draws)
+    H = (W @ A.T) * y
+    if likelihood == "probit":
+        loglik = special.log_ndtr(H).sum(axis=1)
+    else:  # the noisy perceptron, Eq. 4 (up to a constant)
+        loglik = np.where(H > 0, 0.0, -beta).sum(axis=1)
+    log_w = loglik - 0.5 * np.sum(W**2, axis=1) / prior_var - proposal.logpdf(W)
+    weights = np.exp(log_w - log_w.max())
+    weights /= weights.sum()
+    mean = weights @ W
+    return mean, weights @ (W - mean) ** 2, 1.0 / np.sum(weights**2)
+
+
+# --- Gaussian likelihood: exact -----------------------------------------------------------------
+
+
+@pytest.fixture
+def regression():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 5))
+    y = X @ rng.normal(size=5) * 1.5 / np.sqrt(5) + 0.3 * rng.normal(size=30)
+    return X, y
+
+
+def conjugate(X, y, prior_var, noise_var):
+    A = X / np.sqrt(X.shape[1])
+    cov = np.linalg.inv(np.eye(X.shape[1]) / prior_var + A.T @ A / noise_var)
+    K = prior_var * A @ A.T + noise_var * np.eye(len(y))
+    return cov @ A.T @ y / noise_var, cov, K
+
+
+def test_gaussian_likelihood_is_the_conjugate_posterior(regression):
+    X, y = regression
+    result = tap_fit(X, y, "gaussian", prior_var=2.0, noise_var=0.09, tol=1e-12)
+    mean, cov, K = conjugate(X, y, 2.0, 0.09)
+    assert result.converged
+    np.testing.assert_allclose(result.mean, mean, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(result.cov, cov, rtol=0, atol=1e-8)
+    # The free energy is the exact log marginal likelihood ...
+    exact = stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    assert result.log_evidence == pytest.approx(exact, abs=1e-8)
+    # ... and the cavities are the exact leave-one-out predictives (Sundararajan & Keerthi).
+    K_inv = np.linalg.inv(K)
+    loo_var = 1.0 / np.diag(K_inv)
+    np.testing.assert_allclose(result.state.cav_mean, y - K_inv @ y * loo_var, atol=1e-8)
+    np.testing.assert_allclose(result.state.cav_var + 0.09, loo_var, atol=1e-8)
+    pred = predict(result, X[:4])
+    np.testing.assert_allclose(pred.field_mean, X[:4] @ mean / np.sqrt(5), atol=1e-8)
+    assert pred.prob is None
+
+
+# --- correlated inputs: adaptive TAP against importance sampling --------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_adaptive_probit_on_correlated_inputs_matches_reference_naive_is_worse(seed):
+    rng = np.random.default_rng(seed)
+    X = correlated_inputs(rng, 60, 20, 0.9)
+    y = probit_labels(rng, X, rng.normal(size=20))
+    adaptive = tap_fit(X, y, "probit")
+    naive = tap_fit(X, y, "probit", variant="naive", damping=0.1, max_iter=3000)
+    assert adaptive.converged and naive.converged
+    mean, var, ess = importance_reference(X, y, "probit", 1.0, adaptive, 100_000, rng)
+    assert ess > 20_000
+    sd = np.sqrt(var)
+    # Five Monte Carlo standard errors (≈ sd / √ESS per component) bound the adaptive error.
+    bound = 5.0 / np.sqrt(ess)
+    err_adaptive = np.max(np.abs(adaptive.mean - mean) / sd)
+    err_naive = np.max(np.abs(naive.mean - mean) / sd)
+    assert err_adaptive < bound
+    assert np.corrcoef(adaptive.mean, mean)[0, 1] > 0.99
+    np.testing.assert_allclose(adaptive.var, var, rtol=0.10)
+    # The naive cavity variance Λ = 1 − q assumes uncorrelated inputs: visibly worse here.
+    assert err_naive > bound and err_naive > 3.0 * err_adaptive
+
+
+def test_noisy_perceptron_matches_reference():
+    rng = np.random.default_rng(5)
+    # Small N: the step likelihood's posterior is far from Gaussian in high dimension, where
+    # importance sampling would need far more draws.
+    X = correlated_inputs(rng, 30, 6, 0.5)
+    y = np.sign(X @ rng.normal(size=6))
+    flip = rng.random(30) < np.exp(-1.0) / (1.0 + np.exp(-1.0))
+    y[flip] *= -1.0
+    fit = tap_fit(X, y, "perceptron", beta=1.0)
+    assert fit.converged
+    mean, var, ess = importance_reference(X, y, "perceptron", 1.0, fit, 100_000, rng, beta=1.0)
+    assert ess > 10_000
+    # EP is not exact for the step likelihood: the issue's criteria, correlation and variances.
+    assert np.corrcoef(fit.mean, mean)[0, 1] > 0.99
+    np.testing.assert_allclose(fit.var, var, rtol=0.10)
+
+
+# --- leave-one-out, prediction, evidence ----------------------------------------------------
+
+
+def test_loo_agrees_with_brute_force_refits():
+    rng = np.random.default_rng(2)
+    X = correlated_inputs(rng, 25, 4, 0.3)
+    y = probit_labels(rng, X, 2.0 * rng.normal(size=4))
+    full = tap_fit(X, y, "probit", prior_var=4.0)
+    refit_prob = np.empty(len(y))
+    for mu in range(len(y)):
+        keep = np.arange(len(y)) != mu
+        refit = tap_fit(X[keep], y[keep], "probit", prior_var=4.0)
+        p_plus = predict(refit, X[mu : mu + 1]).prob[0]
+        refit_prob[mu] = p_plus if y[mu] > 0 else 1.0 - p_plus
+    np.testing.assert_allclose(full.loo_predictive, refit_prob, atol=0.02)
+    assert full.loo_error == pytest.approx(np.mean(refit_prob < 0.5))
+
+
+def test_predictive_probabilities_normalised_and_logistic_quadrature():
+    rng = np.random.default_rng(4)
+    M, V = rng.normal(size=6) * 3.0, rng.uniform(0.1, 20.0, size=6)
+    for lik, kw in [("perceptron", {"beta": 0.5}), ("probit", {}), ("logistic", {})]:
+        up, _, _ = log_partition(lik, np.ones(6), M, V, **kw)
+        down, _, _ = log_partition(lik, -np.ones(6), M, V, **kw)
+        np.testing.assert_allclose(np.exp(up) + np.exp(down), 1.0, atol=1e-12)
+    # Logistic Gaussian average and its derivatives against dense numerical integration.
+    log_z, d1, d2 = log_partition("logistic", np.ones(6), M, V)
+    h = np.linspace(-60, 60, 200_001)
+    for i in range(6):
+        g = special.expit(h) * stats.norm.pdf(h, M[i], np.sqrt(V[i]))
+        z = np.trapezoid(g, h)
+        t_mean = np.trapezoid(h * g, h) / z
+        t_var = np.trapezoid((h - t_mean) ** 2 * g, h) / z
+        assert log_z[i] == pytest.approx(np.log(z), abs=1e-9)
+        assert d1[i] == pytest.approx((t_mean - M[i]) / V[i], abs=1e-8)
+        assert d2[i] == pytest.approx((t_var - V[i]) / V[i] ** 2, abs=1e-8)
+
+
+def test_evidence_picks_the_true_prior_variance():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(400, 10))
+    y = probit_labels(rng, X, np.sqrt(4.0) * rng.normal(size=10))
+    choice = select_hyperparameters(X, y, "probit", prior_vars=[0.25, 1.0, 4.0, 16.0, 64.0])
+    assert choice.prior_var == 4.0
+    assert np.isnan(choice.noise)
+    assert choice.result.log_evidence == pytest.approx(np.nanmax(choice.log_evidence))
+
+
+def test_evidence_picks_the_noise_variance(regression):
+    X, y = regression
+    choice = select_hyperparameters(
+        X, y, "gaussian", prior_vars=[0.5, 2.0], noises=[0.01, 0.09, 0.81]
+    )
+    assert choice.noise == 0.09
+
+
+def test_naive_tap_matches_adaptive_for_iid_inputs_at_large_n():
+    # The paper's regime: i.i.d. inputs, N = 100; there both variants give the same weights.
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(150, 100))
+    y = np.sign(X @ rng.normal(size=100))
+    naive = tap_fit(X, y, "perceptron", beta=2.0, variant="naive")
+    adaptive = tap_fit(X, y, "perceptron", beta=2.0)
+    assert naive.converged and adaptive.converged
+    assert np.corrcoef(naive.mean, adaptive.mean)[0, 1] > 0.99
+    assert naive.state.cav_var[0] == pytest.approx(np.mean(adaptive.state.cav_var), rel=0.1)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+
+def test_labels_zero_one_are_accepted():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(20, 3))
+    y = np.sign(X[:, 0])
+    a = tap_fit(X, y, "probit")
+    b = tap_fit(X, (y + 1) / 2, "probit")
+    np.testing.assert_allclose(a.mean, b.mean)
+
+
+@pytest.mark.parametrize("labels", [[0.0, 2.0], [-1.0, 0.5]])
+def test_labels_outside_the_two_codings_are_refused(labels):
+    X = np.ones((4, 2))
+    with pytest.raises(ValueError, match="labels for the probit likelihood"):
+        tap_fit(X, np.resize(labels, 4), "probit")
+
+
+def test_nan_in_inputs_is_refused():
+    X = np.ones((4, 2))
+    X[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X has NaN or infinite values in 1 row\(s\): \[2\]"):
+        tap_fit(X, np.ones(4), "probit")
+
+
+def test_bad_arguments_are_refused():
+    X, y = np.ones((4, 2)), np.ones(4)
+    with pytest.raises(ValueError, match="likelihood must be one of"):
+        tap_fit(X, y, "cauchy")
+    with pytest.raises(ValueError, match="variant"):
+        tap_fit(X, y, "probit", variant="exact")
+    with pytest.raises(ValueError, match="needs beta"):
+        tap_fit(X, y, "perceptron")
+    with pytest.raises(ValueError, match="noise_var"):
+        tap_fit(X, y, "gaussian")
+    with pytest.raises(ValueError, match="damping"):
+        tap_fit(X, y, "probit", damping=0.0)
+
+
+def test_non_convergence_warns_with_the_residual_history(regression):
+    X, y = regression
+    with pytest.warns(TAPConvergenceWarning, match="lower damping.*result.residuals"):
+        result = tap_fit(X, np.sign(y), "probit", max_iter=3)
+    assert not result.converged
+    assert result.n_iter == 3 and len(result.residuals) == 3
+
+
+def test_divergence_warns_and_keeps_a_finite_iterate(regression):
+    # Naive TAP on a regression with m/N = 6 and little noise: the undamped map diverges.
+    X, y = regression
+    with pytest.warns(TAPConvergenceWarning, match="diverged"):
+        result = tap_fit(X, y, "gaussian", noise_var=0.09, variant="naive", damping=1.0)
+    assert not result.converged
+    assert np.isfinite(result.residuals).all()
