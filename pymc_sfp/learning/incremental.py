@@ -15,6 +15,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 from pymc.blocking import DictToArrayBijection
+from pymc.stats.convergence import log_warning_stats
 
 from pymc_sfp._validation import as_rows, check_positive_int
 from pymc_sfp.learning.marginal_prior import log_density_table, marginal_prior, static_shape
@@ -254,6 +255,8 @@ class IncrementalSFP:
     def _sweep(self) -> dict[str, Any]:
         """One SFP sweep from the current state; records the draw and returns the stats."""
         self._q, stats = self.step.astep(self._q)
+        # Outside pm.sample nobody logs the step's warning stat: do what pm.sample does.
+        log_warning_stats(stats)
         x = self.step.layout.from_value(self._q.data)
         self.draws.append(
             {
