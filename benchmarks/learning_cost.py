@@ -1,0 +1,98 @@
+"""Learning benchmark ``cost``: Berrones (2009) Fig. 10, the cost of a sweep against the weights.
+
+Seconds per SFP sweep (``SFPStep.astep`` timed directly after a warm-up sweep that compiles) of
+the 2-H-1 laser networks, the glass and the Santa Fe networks, and the log-log slope over the
+laser networks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from _common import Section, md_table
+from _problems import (
+    GLASS_D,
+    GLASS_LAYERS,
+    LASER_TRAIN,
+    LASER_WINDOW,
+    SANTAFE_LAYERS,
+    SERIES_D,
+    laser_windows,
+    n_weights,
+    paper_network,
+    santafe_b_windows,
+)
+from _runs import time_sweeps
+from pymc.blocking import DictToArrayBijection
+
+from pymc_sfp import SFPStep
+from pymc_sfp.datasets import glass_split
+
+if TYPE_CHECKING:
+    import pymc as pm
+    from sfp_learning import Settings
+
+
+def seconds_per_sweep(model: pm.Model, L: int, timed_sweeps: int) -> float:
+    """Median wall time of ``timed_sweeps`` calls of ``SFPStep.astep`` after one warm-up sweep.
+
+    The warm-up sweep absorbs the lazy compilation of the step's functions; sweeps start from
+    the model's initial point (all weights 0).
+    """
+    with model:
+        step = SFPStep(L=L, marginal_points=0)
+    times, _, _ = time_sweeps(
+        step,
+        DictToArrayBijection.map(model.initial_point()),
+        warmup=1,
+        budget_s=0.0,
+        min_sweeps=timed_sweeps,
+        max_sweeps=timed_sweeps,
+    )
+    return float(np.median(times))
+
+
+def benchmark(settings: Settings) -> Section:
+    """Paper Fig. 10: seconds per SFP sweep against the number of weights."""
+    X_laser, y_laser, _, _ = laser_windows()
+    X_breath, y_breath, _, _ = santafe_b_windows()
+    X_glass, y_glass, _, _ = glass_split(np.random.default_rng(0))
+    cases = [
+        (f"laser 2-{h}-1", X_laser, y_laser, (LASER_WINDOW, h, 1), SERIES_D, "linear")
+        for h in settings.hidden_sizes
+    ]
+    cases += [
+        ("glass 9-6-4", X_glass, np.eye(4)[y_glass], GLASS_LAYERS, GLASS_D, "softmax"),
+        ("Santa Fe B 10-20-1", X_breath, y_breath, SANTAFE_LAYERS, SERIES_D, "linear"),
+    ]
+    rows, laser_weights, laser_seconds = [], [], []
+    for label, X, y, layers, D, output in cases:
+        model, _ = paper_network(X, y, layers, D, output)
+        per_sweep = seconds_per_sweep(model, settings.hidden_L, settings.timed_sweeps)
+        if label.startswith("laser"):
+            laser_weights.append(n_weights(layers))
+            laser_seconds.append(per_sweep)
+        rows.append([label, n_weights(layers), len(X), f"{per_sweep:.3f}"])
+        print(f"{label}: {per_sweep:.3f} s / sweep")
+    slope_text = "Too few hidden sizes for a fit"
+    if len(laser_weights) >= 2:
+        slope = np.polyfit(np.log(laser_weights), np.log(laser_seconds), 1)[0]
+        slope_text = f"Fitted log-log slope over the 2-H-1 laser networks: **{slope:.2f}**"
+    table = md_table(["network", "weights", "data points", "s / sweep"], rows)
+    return Section(
+        "cost",
+        f"""## 4. Cost of one SFP sweep against the number of weights (paper Fig. 10)
+
+`SFPStep(L={settings.hidden_L}, marginal_points=0)`; `step.astep` called directly from the
+all-zero initial point: one warm-up sweep (it compiles), then the median of
+{settings.timed_sweeps} timed sweeps. Only the 2-H-1 laser networks (same {LASER_TRAIN} data points,
+same L) enter the fit; the glass and Santa Fe rows have other data and are shown for scale.
+
+{table}
+
+{slope_text}. Each coordinate of a sweep evaluates the whole model on its L-point grid, so a
+sweep costs about (number of weights) × L × (cost of one model evaluation), and the cost of one
+evaluation of a 2-H-1 network on a fixed data set itself grows with H, i.e. with the number of
+weights: the cost per sweep grows faster than linearly in the weights.""",
+    )

@@ -1,0 +1,306 @@
+"""SFP benchmark ``samplers``: SFPStep against PyMC's samplers on two multimodal targets.
+
+The targets: the 1-D mixture 0.2 N(5, 2) + 0.2 N(20, 2) + 0.6 N(40, 2) and the 2-D mixture
+0.5 N((6, -5), I) + 0.5 N((-2, 3), I). The MCMC samplers run on ``pm.Flat`` + ``pm.Potential``
+with the same chains / draws / tune / seed and PyMC's default initial point (x = 0 for every
+chain); SMC cannot draw from a flat prior, so it gets a uniform prior on SFP's box ([-10, 60],
+resp. [-10, 10]^2), which truncates a negligible amount of mass. Reported: per-chain mode weights
+and mode switches (changes of the mode label between consecutive draws), the pooled mean error,
+wall time (``time.perf_counter`` around step construction + ``pm.sample``, so compilation and
+worker start-up are included), ArviZ bulk ESS (minimum over coordinates) and ESS per second of
+that wall time, and rank R-hat.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import arviz as az
+import numpy as np
+import pymc as pm
+from _common import Section, md_table
+from _problems import (
+    MIX1_BOX,
+    MIX1_MEANS,
+    MIX1_SPLITS,
+    MIX1_WEIGHTS,
+    MIX2_BOX,
+    MIX2_MEANS,
+    MIX2_WEIGHTS,
+    mixture_1d_model,
+    mixture_2d_model,
+)
+
+from pymc_sfp import SFPStep
+
+if TYPE_CHECKING:
+    from sfp_benchmarks import Settings
+
+
+def mode_labels(x: np.ndarray, target: str) -> np.ndarray:
+    """Mode label of every draw; ``x`` is (chain, draw) for 1-D or (chain, draw, 2) for 2-D."""
+    if target == "1d":
+        return np.digitize(x, MIX1_SPLITS)
+    distance = np.linalg.norm(x[..., None, :] - MIX2_MEANS, axis=-1)
+    return np.argmin(distance, axis=-1)
+
+
+def run_sampler(name: str, target: str, s: Settings):
+    """Sample ``target`` with sampler ``name``; return the posterior draws, seconds, extra info."""
+    box = MIX1_BOX if target == "1d" else MIX2_BOX
+    model_fn = mixture_1d_model if target == "1d" else mixture_2d_model
+    common = dict(
+        chains=s.chains,
+        cores=s.cores,
+        random_seed=s.seed,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    extra = ""
+    if name == "SMC":
+        model = model_fn("uniform")
+        with model:
+            t0 = time.perf_counter()
+            idata = pm.sample_smc(draws=s.smc_draws, **common)
+            seconds = time.perf_counter() - t0
+        beta = idata["sample_stats"]["beta"].values  # (chain, stage), object, NaN-padded
+        stages = max(sum(v is not None and np.isfinite(float(v)) for v in row) for row in beta)
+        extra = f"{stages} tempering stages"
+    else:
+        model = model_fn("flat")
+        with model:
+            t0 = time.perf_counter()
+            if name == "SFP":
+                step = SFPStep(bounds=box)
+            elif name == "SFP (marginal_points=0)":
+                step = SFPStep(bounds=box, marginal_points=0)
+            elif name == "Metropolis":
+                step = pm.Metropolis()
+            elif name == "Slice":
+                step = pm.Slice()
+            else:
+                step = None  # NUTS, PyMC's default for continuous models
+            idata = pm.sample(step=step, draws=s.draws, tune=s.tune, **common)
+            seconds = time.perf_counter() - t0
+        if name.startswith("SFP"):
+            sample_stats = idata["sample_stats"]
+            accept = float(sample_stats["accept"].values.mean())
+            invalid = int(sample_stats["n_invalid"].values.sum())
+            extra = f"mean accept {accept:.4f}, invalid conditionals {invalid}"
+        elif name == "NUTS":
+            div = int(idata["sample_stats"]["diverging"].values.sum())
+            extra = f"{div} divergences"
+    ess = az.ess(idata, var_names=["x"], method="bulk")["x"].values
+    rhat = az.rhat(idata, var_names=["x"])["x"].values
+    x = idata["posterior"]["x"].values
+    return x, seconds, float(np.min(ess)), float(np.max(rhat)), extra
+
+
+def benchmark(s: Settings) -> Section:
+    """Every sampler on both mixtures, with the tables and their reading."""
+    samplers = ["SFP", "SFP (marginal_points=0)", "NUTS", "Metropolis", "Slice", "SMC"]
+    targets = {
+        "1d": (
+            "(a) 1-D mixture 0.2 N(5, 2) + 0.2 N(20, 2) + 0.6 N(40, 2)",
+            MIX1_WEIGHTS,
+            np.array([float(MIX1_WEIGHTS @ MIX1_MEANS)]),
+            "modes split at x = 12.5 and 30; weights listed low / middle / high",
+        ),
+        "2d": (
+            "(b) 2-D mixture 0.5 N((6, −5), I) + 0.5 N((−2, 3), I)",
+            MIX2_WEIGHTS,
+            MIX2_WEIGHTS @ MIX2_MEANS,
+            "mode = nearer mean; weights listed (6, −5) / (−2, 3)",
+        ),
+    }
+    parts = [
+        "## 1. Samplers on multimodal targets",
+        "",
+        f"Settings: {s.chains} chains × {s.draws} draws after {s.tune} tuning steps, "
+        f"`cores={s.cores}`, `random_seed={s.seed}`, PyMC's default initial point (x = 0 for every "
+        "chain; NUTS adds its usual jitter). MCMC samplers sample `pm.Flat` + `pm.Potential`. "
+        f"SFP: `SFPStep(bounds=(-10, 60))` (1-D) / `SFPStep(bounds=(-10, 10))` (2-D), otherwise "
+        "defaults (L=100, quadrature, correct=True, batched=True, marginal_points=100). NUTS, "
+        "Metropolis, Slice: PyMC defaults. `SFP (marginal_points=0)` is the same SFP run "
+        "without recording conditional CDFs for marginals, to show what that costs. SMC: "
+        f"`pm.sample_smc(draws={s.smc_draws}, chains={s.chains})`, default kernel; because SMC "
+        "must draw from the prior "
+        "it gets `pm.Uniform` on the same box instead of `pm.Flat` (the mass outside the box is "
+        "below 1e-12). **Wall time** is `time.perf_counter` around step construction + "
+        "`pm.sample`/`pm.sample_smc` and includes compilation and worker start-up, after one "
+        "untimed tiny NUTS and SFP run that loads PyTensor's Numba machinery (with these "
+        "short runs it is often dominated by them). **ESS** is ArviZ bulk ESS of x (2-D: the "
+        "minimum over the coordinates); for SMC the draws are final particles, not a Markov "
+        "chain, so ESS and R-hat are only indicative. **Switches** counts changes of the mode "
+        "label between consecutive draws of a chain (n/a for SMC). Mean error: |pooled mean − "
+        "true mean| (Euclidean in 2-D; true means 29 and (2, −1)).",
+    ]
+    print("  samplers: untimed warm-up (loads PyTensor/Numba machinery once) ...", flush=True)
+    with mixture_1d_model():
+        for step in (None, SFPStep(bounds=MIX1_BOX)):
+            pm.sample(
+                draws=5,
+                tune=5,
+                chains=1,
+                cores=1,
+                step=step,
+                progressbar=False,
+                random_seed=0,
+                compute_convergence_checks=False,
+            )
+    for target, (title, weights, truth, mode_note) in targets.items():
+        summary_rows, chain_rows, results = [], [], {}
+        for name in samplers:
+            print(f"  samplers/{target}: {name} ...", flush=True)
+            x, seconds, ess, rhat, extra = run_sampler(name, target, s)
+            if target == "1d":
+                x = x[..., None]
+            labels = mode_labels(x[..., 0] if target == "1d" else x, target)
+            per_chain = np.array([np.bincount(c, minlength=len(weights)) / c.size for c in labels])
+            switches = np.count_nonzero(np.diff(labels, axis=1), axis=1)
+            pooled = np.bincount(labels.ravel(), minlength=len(weights)) / labels.size
+            mean_err = float(np.linalg.norm(x.reshape(-1, x.shape[-1]).mean(axis=0) - truth))
+            max_w_err = float(np.max(np.abs(per_chain - weights)))
+            results[name] = dict(
+                seconds=seconds,
+                ess=ess,
+                switches=switches,
+                max_w_err=max_w_err,
+                pooled_err=float(np.max(np.abs(pooled - weights))),
+                mean_err=mean_err,
+                rhat=rhat,
+            )
+            is_smc = name == "SMC"
+            summary_rows.append(
+                [
+                    name,
+                    " / ".join(f"{w:.3f}" for w in pooled),
+                    f"{max_w_err:.3f}",
+                    "n/a" if is_smc else f"{switches.mean():.1f}",
+                    f"{mean_err:.3f}",
+                    f"{seconds:.1f}",
+                    f"{ess:.0f}",
+                    f"{ess / seconds:.0f}",
+                    f"{rhat:.3f}",
+                    extra,
+                ]
+            )
+            for c in range(per_chain.shape[0]):
+                chain_rows.append(
+                    [
+                        name,
+                        c,
+                        " / ".join(f"{w:.3f}" for w in per_chain[c]),
+                        "n/a" if is_smc else int(switches[c]),
+                    ]
+                )
+        parts += [
+            "",
+            f"### {title}",
+            "",
+            f"True weights {' / '.join(f'{w:.1f}' for w in weights)}; {mode_note}.",
+            "",
+            md_table(
+                [
+                    "sampler",
+                    "pooled weights",
+                    "max per-chain weight error",
+                    "switches / chain",
+                    "mean error",
+                    "wall s (compile incl.)",
+                    "ESS bulk",
+                    "ESS/s",
+                    "R-hat",
+                    "notes",
+                ],
+                summary_rows,
+            ),
+            "",
+            "<details><summary>Per-chain mode weights and switches</summary>",
+            "",
+            md_table(["sampler", "chain", "weights", "switches"], chain_rows),
+            "",
+            "</details>",
+            "",
+            interpret_samplers(target, results, s.draws),
+        ]
+    return Section("samplers", "\n".join(parts))
+
+
+def _marginal_cost(sfp: dict, sfp0: dict) -> str:
+    diff = sfp["seconds"] - sfp0["seconds"]
+    rate = f" ({sfp0['ess'] / sfp0['seconds']:.0f}/s with marginal_points=0"
+    if abs(diff) < 0.1 * sfp["seconds"]:
+        return rate + "; recording marginals made no clear difference to the wall time)"
+    if diff > 0:
+        return rate + f"; recording marginals cost {diff:.1f} of {sfp['seconds']:.1f} s)"
+    return rate + f", {-diff:.1f} s slower: run-to-run noise exceeds the cost of marginals)"
+
+
+def weight_tolerance(draws: int) -> float:
+    """Per-chain weight tolerance: 0.05, or 4 binomial standard errors of independent draws."""
+    return max(0.05, 4.0 * np.sqrt(0.25 / draws))
+
+
+def interpret_samplers(target: str, r: dict, draws: int) -> str:
+    """Data-driven reading of the sampler table."""
+    tol = weight_tolerance(draws)
+    good = [n for n, v in r.items() if v["max_w_err"] < tol]
+    bad = [n for n, v in r.items() if v["max_w_err"] >= tol]
+    mcmc = [n for n in r if n != "SMC"]
+    fastest = max(r, key=lambda n: r[n]["ess"] / r[n]["seconds"])
+    sfp = r["SFP"]
+    sfp0 = r.get("SFP (marginal_points=0)")
+    text = []
+    pooled_ok = [n for n, v in r.items() if v["pooled_err"] < tol and n in bad]
+    text.append(
+        f"**Reading.** Per-chain weights within ±{tol:.2f} of the truth: "
+        + (", ".join(good) if good else "none")
+        + "; off by more: "
+        + (", ".join(bad) if bad else "none")
+        + (
+            f" (pooled over chains, {', '.join(pooled_ok)} "
+            f"{'gets' if len(pooled_ok) == 1 else 'get'} within ±{tol:.2f})"
+            if pooled_ok
+            else ""
+        )
+        + "."
+    )
+    if target == "1d":
+        text.append(
+            f"SFP switched modes {sfp['switches'].mean():.0f} times per chain on average: in 1-D "
+            "each sweep draws from (a corrected proposal built on) the whole conditional, so "
+            "consecutive draws are nearly independent and the chains do not see the barriers."
+        )
+    else:
+        never = [n for n in mcmc if r[n]["switches"].sum() == 0]
+        text.append(
+            f"SFP switched modes {int(sfp['switches'].sum())} times in all "
+            f"{len(sfp['switches'])} chains. "
+            + (
+                "This is expected, not a bug: SFP samples one coordinate at a time, and these two "
+                "modes are separated in *every* coordinate (given x2 ≈ 3 the conditional mass of "
+                "x1 near 6 is about e^-32), so a coordinate-wise sampler cannot cross — whatever "
+                "the paper's Fig. 6 suggests. Every chain reports the weight of the mode it "
+                "started in. "
+                if sfp["switches"].sum() == 0
+                else ""
+            )
+            + (
+                "MCMC samplers that never switched: " + ", ".join(never) + "; "
+                if never
+                else "Every MCMC sampler switched at least once; "
+            )
+            + "their R-hat near 1 from a common start does not reveal the missing mode."
+        )
+    text.append(
+        f"Highest ESS per second of wall time: {fastest} "
+        f"({r[fastest]['ess'] / r[fastest]['seconds']:.0f}/s)"
+        + ("" if fastest == "SFP" else f"; SFP {sfp['ess'] / sfp['seconds']:.0f}/s")
+        + (_marginal_cost(sfp, sfp0) if sfp0 else "")
+        + ". ESS measures mixing within the modes a chain visits, so a high ESS with wrong "
+        "weights (stuck chains) is not a success; and wall time includes a few seconds of "
+        "compilation and worker start-up per run, a large share for the fast samplers."
+    )
+    return " ".join(text)
