@@ -236,6 +236,19 @@ def stat_of(idata, name: str) -> np.ndarray:
     return np.asarray(idata["sample_stats"][name].values)
 
 
+def median_step_size(idata) -> float:
+    """Median of the post-tuning ``step_size`` stat over chains and draws."""
+    return float(np.median(stat_of(idata, "step_size")))
+
+
+def noise_share(idata) -> str:
+    """Mean ``gradient_noise_share`` stat of a minibatch run (the share of the dynamics' heat
+    that the gradient noise supplies) for a table, ``"–"`` where the stat is absent."""
+    if "gradient_noise_share" not in idata["sample_stats"].data_vars:
+        return "–"
+    return f"{stat_of(idata, 'gradient_noise_share').mean():.2f}"
+
+
 def sd_label(settings: dict, correct: bool = True) -> str:
     """``StochasticDynamics`` settings (alpha, n_leapfrog, thin) as a table label."""
     return f"α={settings['alpha']:g}, L={settings['n_leapfrog']}, thin={settings['thin']}" + (

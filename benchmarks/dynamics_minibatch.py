@@ -26,7 +26,17 @@ from _problems import (
     linear_model,
     linear_problem,
 )
-from _runs import Run, draws_of, jittered_starts, sample_run, sd_label, sd_step, stat_of, warm_up
+from _runs import (
+    Run,
+    draws_of,
+    jittered_starts,
+    median_step_size,
+    noise_share,
+    sample_run,
+    sd_label,
+    sd_step,
+    warm_up,
+)
 
 if TYPE_CHECKING:
     from dynamics_benchmarks import Settings
@@ -98,12 +108,6 @@ def benchmark(s: Settings) -> Section:
         ratio = flat.std(axis=0) / problem.sd
         ess = np.array([az.ess(w[..., k], method="bulk") for k in range(LIN_FEATURES)])
         rhat = max(float(az.rhat(w[..., k])) for k in range(LIN_FEATURES))
-        names = set(run.idata["sample_stats"].data_vars)
-        share = (
-            f"{stat_of(run.idata, 'gradient_noise_share').mean():.2f}"
-            if "gradient_noise_share" in names and run.name.startswith("SD minibatch")
-            else "–"
-        )
         summary[name] = {
             "minibatch": run.name.startswith("SD minibatch"),
             "max_z": float(np.max(np.abs(z))),
@@ -124,8 +128,8 @@ def benchmark(s: Settings) -> Section:
                 f"{run.seconds:.1f}",
                 fmt_sig(run.seconds / ess.min()),
                 f"{run.grads / 1e3:.0f}",
-                fmt_sig(float(np.median(stat_of(run.idata, "step_size")))),
-                share,
+                fmt_sig(median_step_size(run.idata)),
+                noise_share(run.idata) if run.name.startswith("SD minibatch") else "–",
             ]
         )
     table = md_table(

@@ -26,7 +26,16 @@ from _problems import (
     robot_network,
     test_error,
 )
-from _runs import draws_of, jittered_starts, sample_run, sd_label, sd_step, stat_of, warm_up
+from _runs import (
+    draws_of,
+    jittered_starts,
+    median_step_size,
+    noise_share,
+    sample_run,
+    sd_label,
+    sd_step,
+    warm_up,
+)
 from dynamics_minibatch import FULL_SD, MINIBATCH_SD
 
 if TYPE_CHECKING:
@@ -149,11 +158,6 @@ def benchmark(s: Settings) -> Section:
         error = test_error(outputs.mean(axis=(0, 1)), Y_test)
         spread = float(np.median(outputs.std(axis=1).mean(axis=0)))
         passes = run.grads * rows_per_grad / NET_ROWS
-        share = (
-            f"{stat_of(run.idata, 'gradient_noise_share').mean():.2f}"
-            if rows_per_grad == NET_BATCH
-            else "–"
-        )
         summary[name] = {"error": error, "seconds": run.seconds, "spread": spread}
         rows.append(
             [
@@ -167,8 +171,8 @@ def benchmark(s: Settings) -> Section:
                 f"{run.seconds:.0f}",
                 f"{run.grads / 1e3:.1f}",
                 f"{passes:.0f}",
-                fmt_sig(float(np.median(stat_of(run.idata, "step_size")))),
-                share,
+                fmt_sig(median_step_size(run.idata)),
+                noise_share(run.idata) if rows_per_grad == NET_BATCH else "–",
             ]
         )
     table = md_table(

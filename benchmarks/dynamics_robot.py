@@ -51,6 +51,7 @@ from _runs import (
     Run,
     draws_of,
     jittered_starts,
+    median_step_size,
     sample_run,
     sd_label,
     sd_step,
@@ -118,7 +119,7 @@ def robot_metrics(run: Run, problem: RobotProblem) -> dict:
         "ess_per_kgrad": 1000 * min_ess / run.grads,
         "grads_per_draw": run.grads / run.iterations,
         "divergences": int(diverging.sum()),
-        "step_size": float(np.median(stat_of(idata, "step_size"))),
+        "step_size": median_step_size(idata),
         "means": {name: float(draws.mean()) for name, draws in hyper.items()},
     }
     names = set(idata["sample_stats"].data_vars)
@@ -250,7 +251,7 @@ def benchmark(s: Settings) -> Section:
     runs.append(("StochasticDynamics uncorrected", sd_label(ROBOT_SD, False), uncorrected))
     nuts = sample_run("NUTS", problem.model, None, grad_stat="n_steps", **common)
     runs.append(("NUTS", "PyMC defaults (target_accept 0.8, max_treedepth 10)", nuts))
-    eps = float(np.median(stat_of(exact.idata, "step_size")))
+    eps = median_step_size(exact.idata)
     path_length = eps * ROBOT_SD["n_leapfrog"] * ROBOT_SD["thin"]
     hmc = sample_run(
         "HMC",
