@@ -100,3 +100,12 @@ def check_real(value: Any, name: str) -> float:
     ):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     return float(array)
+
+
+def check_positive_finite(value: Any, name: str) -> float:
+    """Return ``value`` as a ``float``; raise ``TypeError`` unless it is a real number
+    (:func:`check_real`) and ``ValueError`` unless it is finite and ``> 0``."""
+    number = check_real(value, name)
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return number

@@ -18,8 +18,8 @@ from pymc.blocking import DictToArrayBijection
 from pymc.stats.convergence import log_warning_stats
 
 from pymc_sfp._validation import as_rows, check_positive_int
-from pymc_sfp.learning.marginal_prior import log_density_table, marginal_prior, static_shape
 from pymc_sfp.learning.mle import sampled_parameters
+from pymc_sfp.learning.tabulated_prior import log_density_table, marginal_prior, static_shape
 from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID, Marginal, average_conditionals
 from pymc_sfp.nn import gaussian_likelihood, mlp
 from pymc_sfp.step_methods.sfp import SFPStep

@@ -15,7 +15,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_sfp._validation import check_finite_rows, describe_rows
+from pymc_sfp._validation import check_finite_rows, check_positive_finite, describe_rows
 from pymc_sfp.nn._data import floatx, observed_data
 from pymc_sfp.nn.integrated import integrated_likelihood
 from pymc_sfp.nn.network import Network
@@ -94,6 +94,8 @@ def gaussian_likelihood(
 
     Raises
     ------
+    TypeError
+        If ``D`` is not a real number.
     ValueError
         If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
         outputs, ``sigma`` is not finite and > 0 or an unknown string, ``D`` is not finite and
@@ -111,8 +113,7 @@ def gaussian_likelihood(
     if D is not None:
         if sigma is not None:
             raise ValueError("pass either sigma or D (Berrones' Eq. 23 loss), not both")
-        if not np.isfinite(D) or D <= 0:
-            raise ValueError(f"D must be finite and > 0, got {D!r}")
+        D = check_positive_finite(D, "D")
     if isinstance(sigma, str):
         if sigma != "integrated":
             raise ValueError(f"sigma must be a number, a variable, None or 'integrated': {sigma!r}")

@@ -18,6 +18,7 @@ import xarray as xr
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_sfp._validation import check_positive_finite
 from pymc_sfp.nn import _prediction
 from pymc_sfp.nn._data import ensure_coord, input_data
 from pymc_sfp.nn.integrated import OutputTargets
@@ -250,6 +251,8 @@ def mlp(
 
     Raises
     ------
+    TypeError
+        If ``prior_scale`` is not a real number.
     ValueError
         For an unknown ``output`` or ``prior``, a ``prior_scale`` that is not finite and > 0,
         ``centred=True`` with a prior other than ``"group"`` or ``"ard"``, an unknown
@@ -316,8 +319,7 @@ def mlp(
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
-    if not np.isfinite(prior_scale) or prior_scale <= 0:
-        raise ValueError(f"prior_scale must be finite and > 0, got {prior_scale!r}")
+    prior_scale = check_positive_finite(prior_scale, "prior_scale")
     if centred and prior not in ("group", "ard"):
         raise ValueError(
             f"centred=True applies to the hierarchical priors 'group' and 'ard', not {prior!r}"

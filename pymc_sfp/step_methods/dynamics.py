@@ -8,6 +8,7 @@ declared sample stats, and per-chain state (the momentum persists from draw to d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 
-from pymc_sfp._validation import check_int_at_least, check_real
+from pymc_sfp._validation import check_int_at_least, check_positive_finite, check_real
 from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
@@ -67,6 +68,26 @@ def _check_scaling(scaling: Any, size: int) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ValueError("scaling must be finite")
     return array
+
+
+def _check_potential(potential: Any, size: int) -> QuadPotential:
+    """``potential`` if it is a PyMC mass-matrix potential for ``size`` coordinates.
+
+    A potential built for another size would otherwise fail deep inside the first trajectory
+    with a NumPy broadcasting error, or, for a size-1 diagonal, silently broadcast."""
+    if not isinstance(potential, QuadPotential):
+        raise TypeError(
+            "potential must be one of PyMC's mass-matrix potentials (a pymc QuadPotential, "
+            f"e.g. QuadPotentialDiag), got {type(potential).__name__}"
+        )
+    # A momentum draw has the potential's own size; a copy keeps the user's RNG state untouched.
+    momentum_shape = np.shape(deepcopy(potential).random())
+    if momentum_shape != (size,):
+        raise ValueError(
+            f"potential draws momenta of shape {momentum_shape}, but the step has {size} "
+            f"coordinate(s): build it for {size} (e.g. QuadPotentialDiag(np.ones({size})))"
+        )
+    return potential
 
 
 @dataclass_state
@@ -242,9 +263,7 @@ class StochasticDynamics(ArrayStepShared):
         if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha!r}")
         if step_size is not None:
-            step_size = check_real(step_size, "step_size")
-            if not (np.isfinite(step_size) and step_size > 0):
-                raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+            step_size = check_positive_finite(step_size, "step_size")
         step_size_jitter = check_real(step_size_jitter, "step_size_jitter")
         if not 0.0 <= step_size_jitter < 1.0:
             raise ValueError(f"step_size_jitter must be in [0, 1), got {step_size_jitter!r}")
@@ -272,6 +291,8 @@ class StochasticDynamics(ArrayStepShared):
         check_not_empty(graph, step_name)
         if scaling is not None:
             scaling = _check_scaling(scaling, graph.start.size)
+        if potential is not None:
+            potential = _check_potential(potential, graph.start.size)
         self._minibatch_rngs = random_generators(graph)
         if self._minibatch_rngs and correct:
             raise ValueError(

@@ -32,6 +32,10 @@ from pymc_sfp.step_methods.dynamics import StochasticDynamics, StochasticDynamic
 
 __all__ = ["ReplicaExchangeDynamics"]
 
+#: The geometric ladder used when no ``betas`` are given: its size and its hottest temperature.
+DEFAULT_TEMPERATURES = 8
+DEFAULT_MIN_BETA = 0.1
+
 
 @dataclass_state
 class ReplicaExchangeState(StochasticDynamicsState):
@@ -62,12 +66,14 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         Must be every free variable of the model (the default): tempering one block inside a
         ``CompoundStep`` is not exact, because the hot replicas' targets would depend on the
         other blocks.
-    n_temperatures : int, default 8
-        ``K``, an integer ``>= 2``.
-    min_beta : float, default 0.1
-        ``β_{K-1}`` in ``(0, 1)``; the starting ladder is geometric (:func:`geometric_ladder`).
+    n_temperatures : int, optional
+        ``K``, an integer ``>= 2``; 8 unless ``betas`` is given.
+    min_beta : float, optional
+        ``β_{K-1}`` in ``(0, 1)``; 0.1 unless ``betas`` is given. The starting ladder is
+        geometric (:func:`geometric_ladder`).
     betas : array, optional
-        An explicit ladder instead: strictly decreasing, starting at 1, all in ``(0, 1]``.
+        An explicit ladder instead of ``n_temperatures`` and ``min_beta`` (giving it together
+        with either is an error): strictly decreasing, starting at 1, all in ``(0, 1]``.
     adapt_ladder : bool, default True
         During tuning, move the inner temperatures so that neighbours reject swaps equally often
         (:func:`pymc_sfp.core.dynamics.equal_rejection_ladder`), at the ends of tuning rounds of
@@ -101,8 +107,8 @@ class ReplicaExchangeDynamics(StochasticDynamics):
         self,
         vars: Sequence | None = None,
         *,
-        n_temperatures: int = 8,
-        min_beta: float = 0.1,
+        n_temperatures: int | None = None,
+        min_beta: float | None = None,
         betas: Sequence[float] | None = None,
         adapt_ladder: bool = True,
         model: pm.Model | None = None,
@@ -112,7 +118,16 @@ class ReplicaExchangeDynamics(StochasticDynamics):
     ):
         model = pm.modelcontext(model)
         if betas is None:
-            ladder = geometric_ladder(n_temperatures, check_real(min_beta, "min_beta"))
+            ladder = geometric_ladder(
+                DEFAULT_TEMPERATURES if n_temperatures is None else n_temperatures,
+                DEFAULT_MIN_BETA if min_beta is None else check_real(min_beta, "min_beta"),
+            )
+        elif n_temperatures is not None or min_beta is not None:
+            raise ValueError(
+                "give either betas (an explicit ladder) or n_temperatures/min_beta (a geometric "
+                f"one), not both: got betas={betas!r}, n_temperatures={n_temperatures!r}, "
+                f"min_beta={min_beta!r}"
+            )
         else:
             ladder = np.asarray(betas, dtype=float)
             if (

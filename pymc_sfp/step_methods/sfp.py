@@ -25,7 +25,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.vartypes import continuous_types
 
-from pymc_sfp._validation import check_int_at_least, check_real, is_integer
+from pymc_sfp._validation import check_int_at_least, check_positive_finite, is_integer
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
@@ -241,9 +241,7 @@ class SFPStep(ArrayStepShared):
     ):
         model = pm.modelcontext(model)
         L = check_int_at_least(L, 3, "L")
-        D = check_real(D, "D")
-        if not np.isfinite(D) or D <= 0:
-            raise ValueError(f"D must be a finite number > 0, got {D!r}")
+        D = check_positive_finite(D, "D")
         if solver not in ("quadrature", "collocation"):
             raise ValueError(f"solver must be 'quadrature' or 'collocation', got {solver!r}")
         if order not in ("sequential", "random"):

@@ -89,8 +89,10 @@ def test_mismatched_rows_and_columns():
             gaussian_likelihood(net, Y6, sigma=1.0, D=0.1)
         with pytest.raises(ValueError, match="sigma must be finite and > 0"):
             gaussian_likelihood(net, Y6, sigma=-1.0)
-        with pytest.raises(ValueError, match="D must be finite and > 0"):
+        with pytest.raises(ValueError, match="D must be a finite number > 0"):
             gaussian_likelihood(net, Y6, D=0.0)
+        with pytest.raises(TypeError, match="D must be a real number"):
+            gaussian_likelihood(net, Y6, D="0.1")
         with pytest.raises(ValueError, match="samples hold no variable 'net_w0'"):
             net.predict(xr.Dataset(), X6)
 

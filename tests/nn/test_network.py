@@ -97,8 +97,10 @@ def test_bad_network_arguments():
             mlp(X6, (2, 0, 1))
         with pytest.raises(ValueError, match="softmax outputs need"):
             mlp(X6, (2, 3, 1), output="softmax")
-        with pytest.raises(ValueError, match="prior_scale must be finite"):
+        with pytest.raises(ValueError, match="prior_scale must be a finite number > 0"):
             mlp(X6, (2, 3, 1), prior_scale=0.0)
+        with pytest.raises(TypeError, match="prior_scale must be a real number"):
+            mlp(X6, (2, 3, 1), prior_scale="1")
         with pytest.raises(ValueError, match="must be 2-D"):
             mlp(X6[:, 0], (1, 3, 1))
         with pytest.raises(ValueError, match="X has no rows"):

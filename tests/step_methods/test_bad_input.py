@@ -3,6 +3,7 @@
 import numpy as np
 import pymc as pm
 import pytest
+from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialFull
 
 from pymc_sfp import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
@@ -80,6 +81,17 @@ SCALING_SHAPES = r"scaling must have shape \(2,\) .* or \(2, 2\) .* got shape"
         ({"scaling": 2.0}, ValueError, SCALING_SHAPES + r" \(\)"),
         ({"scaling": [1.0, np.inf]}, ValueError, "scaling must be finite"),
         ({"scaling": ["a", "b"]}, TypeError, "scaling must be a numeric array"),
+        ({"potential": np.ones(2)}, TypeError, "potential must be one of PyMC's mass-matrix"),
+        (
+            {"potential": QuadPotentialDiag(np.ones(1))},
+            ValueError,
+            r"potential draws momenta of shape \(1,\), but the step has 2 coordinate",
+        ),
+        (
+            {"potential": QuadPotentialFull(np.eye(3))},
+            ValueError,
+            r"potential draws momenta of shape \(3,\), but the step has 2 coordinate",
+        ),
     ],
 )
 def test_bad_dynamics_arguments(step, kwargs, error, match):

@@ -146,6 +146,9 @@ def test_replica_exchange_bad_input(separated_modes):
             ReplicaExchangeDynamics(min_beta=1.0)
         with pytest.raises(ValueError, match="betas must be a strictly decreasing"):
             ReplicaExchangeDynamics(betas=[1.0, 0.5, 0.7])
+        for ladder_size in ({"n_temperatures": 4}, {"min_beta": 0.2}):
+            with pytest.raises(ValueError, match=r"either betas .* or n_temperatures/min_beta"):
+                ReplicaExchangeDynamics(betas=[1.0, 0.5], **ladder_size)
     with pm.Model(), pytest.raises(ValueError, match="no likelihood to temper"):
         pm.Normal("c", 0.0, 1.0)
         ReplicaExchangeDynamics()

@@ -1,4 +1,4 @@
-"""Tests for pymc_sfp.learning.marginal_prior: marginals turned into a prior (Eq. 21).
+"""Tests for pymc_sfp.learning.tabulated_prior: marginals turned into a prior (Eq. 21).
 
 Known marginals are Beta CDFs on [-1, 1]; the tabulated, interpolated density is compared with
 theirs, and the potential in a model with their log-densities. PyTensor's Python VM: these tests
