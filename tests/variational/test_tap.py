@@ -7,7 +7,8 @@ import pymc as pm
 import pytest
 
 import pymc_sfp
-from pymc_sfp.core.tap import tap_fit
+import pymc_sfp.datasets.synthetic
+from pymc_sfp.core.tap import predict, tap_fit
 
 
 @pytest.fixture
@@ -100,3 +101,105 @@ def test_unsupported_structures_are_named(data):
         pm.StudentT("y", nu=3, mu=Xd @ wv, sigma=1.0, observed=y)
         with pytest.raises(ValueError, match="supported: Bernoulli"):
             pymc_sfp.fit_tap()
+
+
+# --- the noisy perceptron in a model, arrays, pm.fit ---------------------------------------------
+
+
+@pytest.fixture
+def perceptron():
+    S, sigma, _ = pymc_sfp.datasets.synthetic.make_teacher_perceptron(80, 6, rng=3, beta=2.0)
+    return S, sigma
+
+
+def test_noisy_perceptron_model_is_read_from_the_graph(perceptron):
+    S, sigma = perceptron
+    with pm.Model():
+        Xd = pm.Data("S", S)
+        w = pm.Normal("w", 0.0, 0.5, shape=6)
+        pymc_sfp.nn.NoisyPerceptron("y", field=Xd @ w, beta=2.0, observed=sigma)
+        approx = pymc_sfp.fit_tap()
+    core = tap_fit(S, sigma, "perceptron", beta=2.0, prior_var=0.25, field_scale=1.0)
+    assert approx.tap.likelihood == "perceptron" and approx.tap.beta == 2.0
+    np.testing.assert_allclose(approx.tap.mean, core.mean)
+    assert approx.loo_error == core.loo_error
+    with pm.Model():
+        Xd = pm.Data("S", S)
+        w = pm.Normal("w", 0.0, 0.5, shape=6)
+        pymc_sfp.nn.NoisyPerceptron("y", field=2.0 * Xd @ w, beta=2.0, observed=sigma)
+        with pytest.raises(ValueError, match="must have field = X @ w"):
+            pymc_sfp.fit_tap()
+
+
+def test_array_form_builds_the_model_and_predicts(perceptron):
+    S, sigma = perceptron
+    approx = pymc_sfp.fit_tap(X=S, y=sigma, likelihood="perceptron", beta=2.0, prior_var=0.25)
+    core = tap_fit(S, sigma, "perceptron", beta=2.0, prior_var=0.25, field_scale=1.0)
+    np.testing.assert_allclose(approx.tap.mean, core.mean)
+    np.testing.assert_allclose(approx.mean.eval(), core.mean, atol=1e-12)
+    np.testing.assert_allclose(approx.cov.eval(), core.cov, atol=1e-10)
+    assert approx.log_evidence == core.log_evidence
+    np.testing.assert_array_equal(approx.hist, core.residuals)
+    np.testing.assert_allclose(approx.predict(S[:5]).prob, predict(core, S[:5]).prob)
+    assert approx.model["y"].owner.op.name == "noisy_perceptron"
+    # {0, 1} labels are the same data as ±1 labels.
+    zero_one = pymc_sfp.fit_tap(X=S, y=(sigma + 1) / 2, likelihood="probit")
+    np.testing.assert_allclose(
+        zero_one.tap.mean, pymc_sfp.fit_tap(X=S, y=sigma, likelihood="probit").tap.mean
+    )
+
+
+def test_array_form_and_model_are_not_mixed(perceptron):
+    S, sigma = perceptron
+    with pytest.raises(ValueError, match=r"missing \['likelihood'\]"):
+        pymc_sfp.fit_tap(X=S, y=sigma)
+    model = pymc_sfp.tap_model(S, sigma, "probit")
+    with pytest.raises(ValueError, match="not both"):
+        pymc_sfp.fit_tap(model, X=S, y=sigma, likelihood="probit")
+    with pytest.raises(ValueError, match=r"\['beta'\] go with the arrays"):
+        pymc_sfp.fit_tap(model, beta=1.0)
+    with pytest.raises(ValueError, match="needs beta"):
+        pymc_sfp.tap_model(S, sigma, "perceptron")
+    with pytest.raises(ValueError, match="labels for the logistic"):
+        pymc_sfp.tap_model(S, 2.0 * sigma, "logistic")
+
+
+def test_pm_fit_with_a_tap_instance_returns_the_same_approximation(perceptron):
+    S, sigma = perceptron
+    # α = m/N = 2, where the naive iteration converges.
+    model = pymc_sfp.tap_model(S[:12], sigma[:12], "perceptron", beta=2.0, prior_var=0.25)
+    direct = pymc_sfp.fit_tap(model, variant="naive", damping=0.3)
+    with model:
+        inference = pymc_sfp.TAP("naive", random_seed=1, damping=0.3)
+        approx = pm.fit(method=inference)
+    assert isinstance(approx, pymc_sfp.TAPApproximation) and inference.approx is approx
+    np.testing.assert_array_equal(approx.tap.mean, direct.tap.mean)
+    assert approx.tap.variant == "naive" and approx.tap.converged
+    np.testing.assert_array_equal(inference.hist, approx.hist)
+    # pm.fit's n caps the iterations per stage.
+    with model, pytest.warns(pymc_sfp.core.tap.TAPConvergenceWarning, match="did not converge"):
+        capped = pm.fit(3, method=pymc_sfp.TAP())
+    assert capped.tap.n_iter == 3
+    with pytest.raises(TypeError, match="obj_n_mc"):
+        pm.fit(method=pymc_sfp.TAP(model=model), model=model, obj_n_mc=10)
+    with pytest.raises(ValueError, match=r"iteration cap is pm\.fit's n"):
+        pymc_sfp.TAP(model=model, max_iter=10)
+    with pytest.raises(AttributeError, match="before fit"):
+        _ = pymc_sfp.TAP(model=model).approx
+
+
+def test_new_inputs_through_set_data_and_posterior_predictive(perceptron):
+    S, sigma = perceptron
+    approx = pymc_sfp.fit_tap(X=S, y=sigma, likelihood="perceptron", beta=2.0, prior_var=0.25)
+    draws = approx.sample(4000, random_seed=2)
+    S_new = np.random.default_rng(4).normal(size=(5, 6))
+    with approx.model:
+        pm.set_data({"X": S_new})
+        pred = pm.sample_posterior_predictive(draws, random_seed=5, progressbar=False)
+    y_new = pred.posterior_predictive["y"]
+    assert y_new.shape == (1, 4000, 5)
+    # The frequency of +1 over 4000 predictive draws estimates P(+1 | s) of the Gaussian q; five
+    # binomial standard errors (≤ 0.5/√4000 each) bound its distance to predict()'s value.
+    freq = (y_new.values > 0).mean(axis=(0, 1))
+    p = approx.predict(S_new).prob
+    assert np.all(np.abs(freq - p) < 5.0 * np.sqrt(p * (1.0 - p) / 4000))
