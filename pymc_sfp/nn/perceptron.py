@@ -7,7 +7,9 @@ random. :class:`NoisyPerceptron` is one: the label ``σ ∈ {−1, +1}`` of an e
 
 ``P(σ | h) = e^(−β Θ(−σh)) / (1 + e^(−β))``
 
-with ``Θ(x) = 1`` for ``x > 0`` and 0 otherwise; ``β = inf`` is the noise-free perceptron.
+with ``Θ(x) = 1`` for ``x > 0`` and 0 otherwise, except that at ``h = 0`` the label ``+1`` is
+the right one (the paper's ``Θ`` would make both right there: a density spike at ``w = 0``
+that traps samplers started there); ``β = inf`` is the noise-free perceptron.
 It has a ``logp`` (for samplers that need no gradient: :class:`pymc_sfp.SFPStep`,
 ``pm.Slice``; its gradient in ``w`` is zero almost everywhere, so NUTS and ADVI cannot learn from
 it) and a random generator (for ``pm.sample_prior_predictive`` and
@@ -113,7 +115,9 @@ class NoisyPerceptron(pm.Discrete):
         return point
 
     def logp(value: TensorVariable, field: Any, beta: Any) -> TensorVariable:
-        # A switch, not −β·Θ: with β = inf the product 0·inf would be nan on the right side.
-        wrong = pt.switch(pt.lt(value * field, 0), -beta, 0.0)
+        # The label sign(h) with sign(0) = +1, as drawn: the paper's Θ(−σh) would call both labels
+        # right at h = 0, a spike of measure zero at w = 0 (where samplers start) that traps a
+        # slice sampler. A switch, not −β·Θ: with β = inf, 0·inf would be nan.
+        wrong = pt.switch(pt.neq(value, pt.switch(pt.ge(field, 0), 1, -1)), -beta, 0.0)
         res = pt.switch(pt.eq(pt.abs(value), 1), wrong - pt.log1p(pt.exp(-beta)), -np.inf)
         return check_parameters(res, pt.gt(beta, 0), msg="beta > 0")

@@ -35,6 +35,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.variational.inference import Inference
+from pytensor.compile.mode import Mode
 from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
@@ -102,12 +103,16 @@ class TAPApproximation(pm.FullRank):
         return out
 
 
+#: Reading the model evaluates a few small graphs a few times: Python ops, no compilation.
+_PROBE_MODE = Mode(linker="py", optimizer="fast_compile")
+
+
 def _constant(value: Any, what: str, model: pm.Model) -> np.ndarray:
     """The value of a graph that must not depend on any model variable."""
     leaves = list(graph_inputs([value]))
     if any(v in model.value_vars or v in model.free_RVs for v in leaves):
         raise ValueError(f"fit_tap: {what} must be a constant, not depend on model variables")
-    return np.asarray(value.eval(), dtype=float)
+    return np.asarray(value.eval(mode=_PROBE_MODE), dtype=float)
 
 
 def _read_model(model: pm.Model) -> dict:
@@ -128,7 +133,7 @@ def _read_model(model: pm.Model) -> dict:
         names = [v.name for v in model.observed_RVs]
         raise ValueError(f"fit_tap needs exactly one observed variable, got {names}")
     obs = model.observed_RVs[0]
-    y = np.asarray(model.rvs_to_values[obs].eval(), dtype=float)
+    y = np.asarray(model.rvs_to_values[obs].eval(mode=_PROBE_MODE), dtype=float)
     X = _design(model, obs, y)
     rng = np.random.default_rng(0)
     probe = [rng.normal(size=X.shape[1]) for _ in range(3)]
@@ -201,7 +206,7 @@ def _design(model: pm.Model, obs: Any, y: np.ndarray) -> np.ndarray:
 
 def _evaluate(model: pm.Model, w: Any, param: Any, probe: list) -> list:
     """``param`` as a function of ``w``, at each weight vector of ``probe``."""
-    fn = pytensor.function([w], param, givens=None, on_unused_input="ignore")
+    fn = pytensor.function([w], param, on_unused_input="ignore", mode=_PROBE_MODE)
     return [np.asarray(fn(wv), dtype=float) for wv in probe]
 
 

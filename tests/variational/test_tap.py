@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import special
 
 import pymc_sfp
 import pymc_sfp.datasets.synthetic
@@ -203,3 +205,77 @@ def test_new_inputs_through_set_data_and_posterior_predictive(perceptron):
     freq = (y_new.values > 0).mean(axis=(0, 1))
     p = approx.predict(S_new).prob
     assert np.all(np.abs(freq - p) < 5.0 * np.sqrt(p * (1.0 - p) / 4000))
+
+
+# --- against long MCMC runs --------------------------------------------------------------------
+
+
+def equicorrelated(rng, m, n, rho):
+    C = rho * np.ones((n, n)) + (1.0 - rho) * np.eye(n)
+    return rng.multivariate_normal(np.zeros(n), C, size=m)
+
+
+def reference(model, step=None, draws=2500, tune=800, **kwargs):
+    """Pooled posterior mean and variance of ``w`` from two chains, and the smallest bulk ESS."""
+    with model:
+        idata = pm.sample(
+            draws,
+            tune=tune,
+            chains=2,
+            cores=1,
+            step=step,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+            **kwargs,
+        )
+    w = idata.posterior["w"]
+    ess = float(az.ess(idata, var_names=["w"])["w"].min())
+    return w.mean(("chain", "draw")).values, w.var(("chain", "draw")).values, ess
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
+@pytest.mark.parametrize("likelihood", ["probit", "logistic"])
+def test_adaptive_tap_matches_nuts_on_correlated_inputs_naive_is_worse(likelihood):
+    rng = np.random.default_rng(11)
+    X = equicorrelated(rng, 60, 8, 0.9)
+    link = special.ndtr if likelihood == "probit" else special.expit
+    field = X @ rng.normal(size=8) / np.sqrt(2.0)
+    y = (rng.random(60) < link(field)).astype(int)
+    model = pymc_sfp.tap_model(X, y, likelihood, prior_var=0.5)
+    adaptive = pymc_sfp.fit_tap(model).tap
+    naive = pymc_sfp.fit_tap(model, variant="naive", damping=0.1, max_iter=5000).tap
+    assert adaptive.converged and naive.converged
+    # Inputs with correlation 0.9 make the posterior correlated: a dense mass matrix keeps the
+    # NUTS trees short.
+    mean, var, ess = reference(model, init="jitter+adapt_full")
+    assert ess > 4000
+    sd = np.sqrt(var)
+    # The reference mean's standard error is sd/√ESS: five of them bound the adaptive error ...
+    bound = 5.0 / np.sqrt(ess)
+    assert np.max(np.abs(adaptive.mean - mean) / sd) < bound
+    assert np.corrcoef(adaptive.mean, mean)[0, 1] > 0.99
+    # ... and the variances meet the 10 % criterion, against a reference whose own relative
+    # error is √(2/ESS) < 0.023.
+    np.testing.assert_allclose(adaptive.var, var, rtol=0.10)
+    # The naive Λ = 1 − q assumes uncorrelated inputs: its means are off by more than the bound.
+    assert np.max(np.abs(naive.mean - mean) / sd) > bound
+
+
+@pytest.mark.slow
+def test_noisy_perceptron_matches_a_long_slice_run():
+    rng = np.random.default_rng(5)
+    X = equicorrelated(rng, 25, 5, 0.5)
+    y = np.sign(X @ rng.normal(size=5))
+    y[rng.random(25) < 1.0 / (1.0 + np.e)] *= -1.0  # β = 1
+    model = pymc_sfp.tap_model(X, y, "perceptron", beta=1.0, prior_var=0.2)
+    fit = pymc_sfp.fit_tap(model).tap
+    assert fit.converged
+    # The step likelihood has no gradient: slice sampling, the package's SFPStep being slower.
+    mean, var, ess = reference(model, step=pm.Slice(model=model), draws=5000, tune=500)
+    assert ess > 3000
+    # EP is not exact for the step likelihood: the issue's criteria, correlation > 0.99 and
+    # variances within 10 % (the reference's own relative error √(2/ESS) < 0.026).
+    assert np.corrcoef(fit.mean, mean)[0, 1] > 0.99
+    np.testing.assert_allclose(fit.var, var, rtol=0.10)
