@@ -50,6 +50,10 @@ __all__ = ["TAP", "TAPApproximation", "fit_tap", "tap_model"]
 class TAPApproximation(pm.FullRank):
     """A full-rank Gaussian approximation fixed at a TAP / EP solution.
 
+    The posterior mean and covariance are PyMC's ``approx.mean.eval()`` and
+    ``approx.cov.eval()`` (flattened weights), or the arrays ``approx.tap.mean`` and
+    ``approx.tap.cov``; :meth:`predict` gives predictive probabilities for new inputs.
+
     Attributes
     ----------
     tap : TAPResult
@@ -63,10 +67,6 @@ class TAPApproximation(pm.FullRank):
     hist : ndarray
         The residual history of the iteration (where ``pm.fit``'s approximations keep their loss
         history).
-
-    The posterior mean and covariance are PyMC's ``approx.mean.eval()`` and
-    ``approx.cov.eval()`` (flattened weights), or the arrays ``approx.tap.mean`` and
-    ``approx.tap.cov``; :meth:`predict` gives predictive probabilities for new inputs.
     """
 
     tap: TAPResult
