@@ -17,10 +17,11 @@ simulation_based_calibration
 IncrementalSFP, sfp_mle, marginal_prior
     SFP learning modes (Berrones §3): incremental learning (SFP-I, Eq. 20–22), the SFP-MLE
     predictor (Eq. 18) and marginals turned into a prior (Eq. 21); also in ``pymc_sfp.learning``.
-fit_tap, TAPApproximation
+fit_tap, TAP, tap_model, TAPApproximation
     TAP mean-field Bayes learning (Opper & Winther 1996) and adaptive TAP / EP for a Gaussian
-    prior vector and a probit, logistic or Gaussian likelihood through ``X @ w``, as a PyMC
-    approximation; the numerics, with the noisy perceptron, are in ``pymc_sfp.core.tap``.
+    prior vector and a noisy-perceptron (``nn.NoisyPerceptron``), probit, logistic or Gaussian
+    likelihood through ``X @ w``, as a PyMC approximation: from a model, from arrays, or as
+    ``pm.fit(method=TAP())``; the numerics are in ``pymc_sfp.core.tap``.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
@@ -32,9 +33,10 @@ from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
-from pymc_sfp.variational import TAPApproximation, fit_tap
+from pymc_sfp.variational import TAP, TAPApproximation, fit_tap, tap_model
 
 __all__ = [
+    "TAP",
     "IncrementalSFP",
     "Marginal",
     "ReplicaExchangeDynamics",
@@ -51,5 +53,6 @@ __all__ = [
     "sfp_marginals",
     "sfp_mle",
     "simulation_based_calibration",
+    "tap_model",
 ]
 __version__ = "0.1.0.dev0"

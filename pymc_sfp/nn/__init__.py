@@ -20,6 +20,9 @@ out analytically (:mod:`pymc_sfp.nn.integrated`) and :meth:`Network.sample_outpu
 draws it back.
 :meth:`Network.predict` evaluates the network for every posterior draw at once in NumPy, and
 :meth:`Network.predict_mean` averages it over the draws (Berrones Eq. 17; Neal Eq. 9).
+:class:`NoisyPerceptron` is the single-layer perceptron with output noise (Opper & Winther 1996,
+Eq. 4) as a distribution of ``±1`` labels given the field ``X @ w``
+(:mod:`~pymc_sfp.nn.perceptron`); :func:`pymc_sfp.fit_tap` reads it from a model.
 
 Every array gets named dims, so the DataTree that ``pm.sample`` returns is readable: with
 ``name="net"`` and ``layer_sizes=(2, 16, 2)`` the data are ``net_X`` with dims
@@ -41,6 +44,7 @@ from pymc_sfp.nn.likelihoods import (
     gaussian_likelihood,
 )
 from pymc_sfp.nn.network import OUTPUT_LAYERS, OUTPUTS, Network, mlp
+from pymc_sfp.nn.perceptron import NoisyPerceptron
 from pymc_sfp.nn.priors import PRIORS
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
     "OUTPUT_LAYERS",
     "PRIORS",
     "Network",
+    "NoisyPerceptron",
     "categorical_likelihood",
     "gaussian_likelihood",
     "mlp",

@@ -3,11 +3,16 @@
 fit_tap
     TAP mean-field Bayes learning (Opper & Winther 1996) and adaptive TAP / EP for a Gaussian
     prior vector and a likelihood through ``X @ w`` (:mod:`pymc_sfp.variational.tap`).
+    (a model, or arrays ``X``, ``y``, ``likelihood``).
+TAP
+    The same as a PyMC ``Inference``: ``pm.fit(method=TAP(...))``.
+tap_model
+    The PyMC model of a TAP problem given as arrays.
 TAPApproximation
-    Its result: a full-rank Gaussian ``Approximation`` with the leave-one-out figures and the
-    approximate log evidence.
+    The result: a full-rank Gaussian ``Approximation`` with predictions, the leave-one-out
+    figures and the approximate log evidence.
 """
 
-from pymc_sfp.variational.tap import TAPApproximation, fit_tap
+from pymc_sfp.variational.tap import TAP, TAPApproximation, fit_tap, tap_model
 
-__all__ = ["TAPApproximation", "fit_tap"]
+__all__ = ["TAP", "TAPApproximation", "fit_tap", "tap_model"]

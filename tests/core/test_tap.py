@@ -8,6 +8,7 @@ from scipy import special, stats
 
 from pymc_sfp.core.tap import (
     TAPConvergenceWarning,
+    bayes_optimal_learning_curve,
     log_partition,
     predict,
     select_hyperparameters,
@@ -250,3 +251,26 @@ def test_divergence_warns_and_keeps_a_finite_iterate(regression):
         result = tap_fit(X, y, "gaussian", noise_var=0.09, variant="naive", damping=1.0)
     assert not result.converged
     assert np.isfinite(result.residuals).all()
+
+
+# --- the large-N theory of Fig. 1 ---------------------------------------------------------------
+
+
+def test_learning_curve_noise_free_limit_and_noisy_labels():
+    # Noise-free Bayes-optimal learning: ε → 0.442/α for large α (Opper & Haussler 1991); the
+    # correction at α = 50 is below 1 % of it.
+    assert 50.0 * bayes_optimal_learning_curve(50.0, np.inf).error[0] == pytest.approx(
+        0.442, rel=0.01
+    )
+    curve = bayes_optimal_learning_curve([0.0, 1.0, 3.0, 6.0], 0.5)
+    assert curve.error[0] == 0.5 and curve.overlap[0] == 0.0
+    assert np.all(np.diff(curve.error) < 0)
+    flip = 1.0 / (1.0 + np.exp(0.5))
+    np.testing.assert_allclose(curve.error_noisy, flip + (1 - 2 * flip) * curve.error)
+    # The order of the α grid does not matter (warm starts only from smaller α).
+    reverse = bayes_optimal_learning_curve([6.0, 3.0, 1.0, 0.0], 0.5)
+    np.testing.assert_allclose(reverse.error[::-1], curve.error, atol=1e-9)
+    with pytest.raises(ValueError, match="beta must be > 0"):
+        bayes_optimal_learning_curve(1.0, 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        bayes_optimal_learning_curve(-1.0, 1.0)
