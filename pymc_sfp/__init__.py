@@ -21,6 +21,9 @@ fit_tap, TAPApproximation
     TAP mean-field Bayes learning (Opper & Winther 1996) and adaptive TAP / EP for a Gaussian
     prior vector and a probit, logistic or Gaussian likelihood through ``X @ w``, as a PyMC
     approximation; the numerics, with the noisy perceptron, are in ``pymc_sfp.core.tap``.
+MixtureADVI, MixtureApproximation
+    A mixture of diagonal Gaussians (nn4post) as a variational family for ``pm.fit``: the
+    stratified ELBO gradient for the weights, component growth and pruning.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
@@ -32,11 +35,13 @@ from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
-from pymc_sfp.variational import TAPApproximation, fit_tap
+from pymc_sfp.variational import MixtureADVI, MixtureApproximation, TAPApproximation, fit_tap
 
 __all__ = [
     "IncrementalSFP",
     "Marginal",
+    "MixtureADVI",
+    "MixtureApproximation",
     "ReplicaExchangeDynamics",
     "SBCResult",
     "SFPStep",

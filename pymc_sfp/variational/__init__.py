@@ -6,8 +6,13 @@ fit_tap
 TAPApproximation
     Its result: a full-rank Gaussian ``Approximation`` with the leave-one-out figures and the
     approximate log evidence.
+MixtureADVI
+    A mixture of diagonal Gaussians (nn4post) fitted with a stratified ELBO, for
+    ``pm.fit(n, method=MixtureADVI(K))``, with optional component growth and pruning
+    (:mod:`pymc_sfp.variational.mixture`); its result is a ``MixtureApproximation``.
 """
 
+from pymc_sfp.variational.mixture import MixtureADVI, MixtureApproximation
 from pymc_sfp.variational.tap import TAPApproximation, fit_tap
 
-__all__ = ["TAPApproximation", "fit_tap"]
+__all__ = ["MixtureADVI", "MixtureApproximation", "TAPApproximation", "fit_tap"]

@@ -91,6 +91,36 @@ def _numeric_mixture_logpdf() -> Callable[..., np.ndarray]:
     return pytensor.function([z, log_w, mu, sigma], _mixture_logpdf(z, log_w, mu, sigma))
 
 
+def _best_new_mean(
+    candidates: np.ndarray,
+    logp: np.ndarray,
+    log_w: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    logp_mu: np.ndarray,
+) -> np.ndarray:
+    """Where to centre a new component: the candidate of highest target density among those
+    the mixture covers poorly.
+
+    "Poorly" is :math:`\\ln p(c) - \\ln q(c)` above the mixture's typical value (its
+    weighted mean at the component means, where the mixture does cover the target: the model's
+    density is unnormalised, so only differences of this ratio mean anything) by more than
+    :math:`\\ln 10`. The largest ratio alone would pick the farthest candidate whenever the
+    target's tail outlasts the mixture's; the highest density alone, a mode already covered.
+    With no such candidate, the largest ratio. ``logp_mu`` is the model's log-density at ``mu``.
+    """
+    finite = np.isfinite(logp)
+    if not len(log_w):
+        return candidates[np.argmax(np.where(finite, logp, -np.inf))]
+    log_q = _numeric_mixture_logpdf()
+    ratio = np.where(finite, logp - log_q(candidates, log_w, mu, sigma), -np.inf)
+    typical = np.exp(log_w) @ (logp_mu - log_q(mu, log_w, mu, sigma))
+    poorly = ratio > typical + np.log(10.0)
+    if not poorly.any():
+        return candidates[np.argmax(ratio)]
+    return candidates[np.argmax(np.where(poorly, logp, -np.inf))]
+
+
 def _softplus_inverse(sigma: np.ndarray) -> np.ndarray:
     return sigma + np.log(-np.expm1(-sigma))
 
@@ -204,14 +234,13 @@ class MixtureGroup(Group):
             (min(128 * self.n_components, 4096), self.ddim)
         )
         logp = batched_logp(candidates)
-        means = [candidates[np.argmax(np.where(np.isfinite(logp), logp, -np.inf))]]
-        log_q = _numeric_mixture_logpdf()
-        for k in range(1, self.n_components):
-            mu = np.array(means)
-            cover = log_q(candidates, np.full(k, -np.log(k)), mu, np.tile(sigma, (k, 1)))
-            score = np.where(np.isfinite(logp), logp - cover, -np.inf)
-            means.append(candidates[np.argmax(score)])
-        return np.array(means)
+        means = np.empty((0, self.ddim))
+        for k in range(self.n_components):
+            log_w, scales = np.full(k, -np.log(max(k, 1))), np.tile(sigma, (k, 1))
+            logp_mu = batched_logp(means) if k else np.empty(0)
+            best = _best_new_mean(candidates, logp, log_w, means, scales, logp_mu)
+            means = np.vstack([means, best])
+        return means
 
     def batched_logp(self) -> Callable[[np.ndarray], np.ndarray]:
         """The model's log-density at each row of a matrix of flat unconstrained points (in this
@@ -475,7 +504,6 @@ class MixtureADVI(Inference):
 
     def _rebuild(self, a: np.ndarray, mu: np.ndarray, zeta: np.ndarray) -> None:
         """Point the inference at a new approximation with the given component parameters."""
-        kwargs = {k: v for k, v in self._group_kwargs.items() if k == "model"}
         params = {
             "a": pytensor.shared(np.asarray(a, float), "a", shape=(len(a),)),
             "mu": pytensor.shared(np.asarray(mu, float), "mu", shape=np.shape(mu)),
@@ -485,7 +513,7 @@ class MixtureADVI(Inference):
             n_components=len(a),
             params=params,
             random_seed=self._child_seed(),
-            **kwargs,
+            model=self.approx.model,
         )
         approx.hist = self.hist
         self.objective = StratifiedKL(approx, beta=self.beta)(None)
@@ -533,9 +561,9 @@ class MixtureADVI(Inference):
         return float(per_draw.mean()), float(per_draw.std(ddof=1) / np.sqrt(draws))
 
     def _add_component(self) -> None:
-        """Add a component where the target has density the mixture covers poorly: the
-        candidate maximising :math:`\\ln p - \\ln q` among draws from the mixture with scales
-        inflated 1, 3 and 10 times; scales the components' mean, weight :math:`1/(N_c + 1)`."""
+        """Add a component (weight :math:`1/(N_c + 1)`, the components' geometric-mean scales)
+        at :func:`_best_new_mean` of candidates drawn from the mixture with scales inflated 1, 3
+        and 10 times."""
         a, mu, zeta = self._values()
         nc, d = mu.shape
         log_w, sigma = special.log_softmax(a), np.logaddexp(0.0, zeta)
@@ -543,12 +571,17 @@ class MixtureADVI(Inference):
         index = self.rng.choice(nc, size=3 * per, p=np.exp(log_w))
         inflate = np.repeat([1.0, 3.0, 10.0], per)[:, None]
         candidates = mu[index] + inflate * sigma[index] * self.rng.standard_normal((3 * per, d))
-        logp = self.approx.group.batched_logp()(candidates)
-        logq = _numeric_mixture_logpdf()(candidates, log_w, mu, sigma)
-        best = candidates[np.argmax(np.where(np.isfinite(logp), logp - logq, -np.inf))]
+        batched_logp = self.approx.group.batched_logp()
+        best = _best_new_mean(
+            candidates, batched_logp(candidates), log_w, mu, sigma, batched_logp(mu)
+        )
+        new_sigma = np.exp(np.log(sigma).mean(axis=0))
         new_a = special.logsumexp(a) - np.log(nc)
-        new_zeta = _softplus_inverse(np.exp(np.log(sigma).mean(axis=0)))
-        self._rebuild(np.append(a, new_a), np.vstack([mu, best]), np.vstack([zeta, new_zeta]))
+        self._rebuild(
+            np.append(a, new_a),
+            np.vstack([mu, best]),
+            np.vstack([zeta, _softplus_inverse(new_sigma)]),
+        )
 
     def fit(
         self,
