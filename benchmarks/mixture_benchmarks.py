@@ -4,13 +4,13 @@ Run from the repository root::
 
     python benchmarks/mixture_benchmarks.py            # full run
     python benchmarks/mixture_benchmarks.py --quick    # smoke run, budgets about 10x smaller
-    python benchmarks/mixture_benchmarks.py --only cost   # one benchmark (see --help)
+    python benchmarks/mixture_benchmarks.py --only vi-cost   # one benchmark (see --help)
 
 The tables go into the block between ``<!-- mixture:start -->`` and ``<!-- mixture:end -->`` of
 ``benchmarks/RESULTS.md`` (or ``--output``); with ``--only`` only that benchmark's subsection is
 replaced. What each benchmark measures is in ``mixture_vi.py``'s docstring: cost per step against
-Nc and d (``cost``), ELBO and distances to the truth on the mixture targets (``targets``), and the
-robot-arm network against ADVI and NUTS (``network``).
+Nc and d (``vi-cost``), ELBO and distances to the truth on the mixture targets (``vi-targets``),
+and the robot-arm network against ADVI and NUTS (``vi-network``).
 """
 
 from __future__ import annotations
@@ -67,9 +67,9 @@ SUITE = Suite(
     begin="<!-- mixture:start -->",
     end="<!-- mixture:end -->",
     benchmarks={
-        "cost": mixture_vi.bench_cost,
-        "targets": mixture_vi.bench_targets,
-        "network": mixture_vi.bench_network,
+        "vi-cost": mixture_vi.bench_cost,
+        "vi-targets": mixture_vi.bench_targets,
+        "vi-network": mixture_vi.bench_network,
     },
     full=FULL,
     quick=QUICK,

@@ -2,14 +2,14 @@
 
 Three benchmarks, run by ``mixture_benchmarks.py``:
 
-1. ``cost`` — seconds per optimisation step against the dimension ``d`` and the number of
+1. ``vi-cost`` — seconds per optimisation step against the dimension ``d`` and the number of
    components ``Nc`` on ``separable_model(d)`` (each coordinate 0.5 N(-2, 1) + 0.5 N(2, 1)), one
    Monte Carlo draw per step (per component for the mixture), Adam updates, the loss computed: the
    compiled step function of each method (PyMC's ``ObjectiveFunction.step_function``) timed by
    ``_runs.time_call`` (median over repeated calls), compilation excluded. The target of issue 15
    is a cost at most ``Nc`` × ADVI's; the table gives the ratio to ADVI and that ratio over
    ``Nc``.
-2. ``targets`` — the SFP mixtures of ``_problems``: the 1-D 0.2 N(5, 2) + 0.2 N(20, 2) +
+2. ``vi-targets`` — the SFP mixtures of ``_problems``: the 1-D 0.2 N(5, 2) + 0.2 N(20, 2) +
    0.6 N(40, 2) and the 2-D 0.5 N((6, -5), I) + 0.5 N((-2, 3), I). ADVI, FullRank ADVI, MixtureADVI
    with the true number of components (``init_scale`` wide enough to reach the modes from the
    start at 0) and MixtureADVI with growth from one component. Per method: the ELBO (PyMC's own
@@ -17,7 +17,7 @@ Three benchmarks, run by ``mixture_benchmarks.py``:
    targets are normalised, so the ELBO is −KL(q‖p) and 0 is perfect), the largest error of the
    mode weights (each draw assigned to the nearest true mode), and the errors of the mean and
    standard deviation of the draws (4000) against the exact ones, per coordinate, the largest.
-3. ``network`` — Neal's robot arm (200 training, 200 test cases; ``_problems.robot_network`` with
+3. ``vi-network`` — Neal's robot arm (200 training, 200 test cases; ``_problems.robot_network`` with
    N(0, 1) weights and an unknown noise sd, 83 parameters): ADVI, MixtureADVI(2), MixtureADVI(4)
    and NUTS. Test error (Neal's: mean over cases of the squared error summed over both outputs,
    of the posterior-mean prediction), the noise floor, and predictive calibration: the share of
@@ -94,7 +94,7 @@ def bench_cost(settings: Any) -> Section:
         "One draw per step (per component for the mixture), Adam, loss computed; compilation "
         "excluded. Issue 15's target is × ADVI / Nc ≤ 1."
     )
-    return Section("cost", "\n\n".join(["## Cost per step against Nc and d", table, note]))
+    return Section("vi-cost", "\n\n".join(["## Cost per step against Nc and d", table, note]))
 
 
 # ------------------------------------------------------------------------------------- targets
@@ -180,7 +180,7 @@ def bench_targets(settings: Any) -> Section:
         "starts from one component at 0."
     )
     return Section(
-        "targets",
+        "vi-targets",
         "\n\n".join(
             ["## Mixture targets: ELBO, mode weights, moments", md_table(headers, rows), note]
         ),
@@ -246,7 +246,7 @@ def bench_network(settings: Any) -> Section:
         f"{settings.nuts_tune} tuning steps."
     )
     return Section(
-        "network",
+        "vi-network",
         "\n\n".join(
             [
                 "## Robot arm (2-16-2, N(0, 1) weights): test error and calibration",
