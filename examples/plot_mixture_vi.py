@@ -12,7 +12,7 @@ grid for comparison.
 A second part fits a small Bayesian neural network (1-4-1 tanh, 20 points) with ADVI and a
 three-component mixture and draws both predictive bands.
 
-The budgets are small (a few thousand steps; about a minute on a free core); the
+The budgets are small (a few thousand steps; a few minutes of one core); the
 figure is saved to ``examples/output/plot_mixture_vi.png``.
 """
 
