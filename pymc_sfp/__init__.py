@@ -22,6 +22,9 @@ fit_tap, TAP, tap_model, TAPApproximation
     prior vector and a noisy-perceptron (``nn.NoisyPerceptron``), probit, logistic or Gaussian
     likelihood through ``X @ w``, as a PyMC approximation: from a model, from arrays, or as
     ``pm.fit(method=TAP())``; the numerics are in ``pymc_sfp.core.tap``.
+MixtureADVI, MixtureApproximation
+    A mixture of diagonal Gaussians (nn4post) as a variational family for ``pm.fit``: the
+    stratified ELBO gradient for the weights, component growth and pruning.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
@@ -33,12 +36,21 @@ from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
-from pymc_sfp.variational import TAP, TAPApproximation, fit_tap, tap_model
+from pymc_sfp.variational import (
+    TAP,
+    MixtureADVI,
+    MixtureApproximation,
+    TAPApproximation,
+    fit_tap,
+    tap_model,
+)
 
 __all__ = [
     "TAP",
     "IncrementalSFP",
     "Marginal",
+    "MixtureADVI",
+    "MixtureApproximation",
     "ReplicaExchangeDynamics",
     "SBCResult",
     "SFPStep",

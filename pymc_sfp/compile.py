@@ -7,6 +7,7 @@ functions compiled from it are
 
 * :func:`compile_logp_dlogp`: log-density and gradient (the dynamics);
 * :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
+* :func:`compile_batched_logp`: the log-density at each row of a matrix of points (ELBOs);
 * :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP).
 
 They take and return float64 whatever PyTensor's ``floatX``: a float32 model evaluates in
@@ -48,6 +49,7 @@ __all__ = [
     "CoordinateLayout",
     "LineEvaluator",
     "StepGraph",
+    "compile_batched_logp",
     "compile_logp_dlogp",
     "compile_prior_likelihood",
     "constant_value",
@@ -141,6 +143,27 @@ def compile_logp_dlogp(
         return float(logp), grad
 
     return logp_dlogp
+
+
+def compile_batched_logp(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``X ↦ log p(X[k])`` for each row ``X[k]`` of a float64 matrix of raveled points.
+
+    One vectorised evaluation of the model's log-density (Jacobians included) over the rows, for
+    Monte Carlo estimates that need many points at once (variational ELBOs). Warmed up at
+    ``graph.start``.
+    """
+    [logp], flat = graph.join([graph.model.logp()])
+    rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
+    function = _compile([rows], [vectorize_graph(logp, replace={flat: rows})], compile_kwargs)
+    warm_up(function, graph.start[None, :])
+
+    def batched_logp(x: np.ndarray) -> np.ndarray:
+        (logp,) = function(np.ascontiguousarray(x, dtype=np.float64))
+        return logp
+
+    return batched_logp
 
 
 def likelihood_terms(model: pm.Model) -> list:

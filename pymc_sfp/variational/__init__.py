@@ -11,8 +11,13 @@ tap_model
 TAPApproximation
     The result: a full-rank Gaussian ``Approximation`` with predictions, the leave-one-out
     figures and the approximate log evidence.
+MixtureADVI
+    A mixture of diagonal Gaussians (nn4post) fitted with a stratified ELBO, for
+    ``pm.fit(n, method=MixtureADVI(K))``, with optional component growth and pruning
+    (:mod:`pymc_sfp.variational.mixture`); its result is a ``MixtureApproximation``.
 """
 
+from pymc_sfp.variational.mixture import MixtureADVI, MixtureApproximation
 from pymc_sfp.variational.tap import TAP, TAPApproximation, fit_tap, tap_model
 
-__all__ = ["TAP", "TAPApproximation", "fit_tap", "tap_model"]
+__all__ = ["TAP", "MixtureADVI", "MixtureApproximation", "TAPApproximation", "fit_tap", "tap_model"]
