@@ -12,6 +12,7 @@ missing.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -109,7 +110,6 @@ sphinx_gallery_conf = {
     "show_signature": False,
     "doc_module": ("pymc_sfp",),
     "backreferences_dir": "generated/backreferences",
-    "reference_url": {"pymc_sfp": None},
 }
 
 
@@ -178,5 +178,20 @@ def check_public_api(app) -> None:
             )
 
 
+def init_signature(app, what, name, obj, options, signature, return_annotation):
+    """Show a step method's ``__init__`` signature instead of PyMC's generic ``__new__``.
+
+    PyMC's ``BlockedStep.__new__(cls, *args, **kwargs)`` hides the parameters from autodoc.
+    """
+    if what == "class" and signature == "(*args, **kwargs)":
+        parameters = [
+            parameter.replace(annotation=inspect.Parameter.empty)  # as autodoc_typehints="none"
+            for parameter in list(inspect.signature(obj.__init__).parameters.values())[1:]
+        ]
+        return str(inspect.Signature(parameters)), return_annotation
+    return None
+
+
 def setup(app) -> None:
     app.connect("builder-inited", check_public_api)
+    app.connect("autodoc-process-signature", init_signature)
