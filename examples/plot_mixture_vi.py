@@ -12,13 +12,14 @@ grid for comparison.
 A second part fits a small Bayesian neural network (1-4-1 tanh, 20 points) with ADVI and a
 three-component mixture and draws both predictive bands.
 
-The budgets are small (a few thousand steps; a few minutes of one core); the
-figure is saved to ``examples/output/plot_mixture_vi.png``.
+The budgets are small (a few thousand steps; with ``PYMC_SFP_DOCS_QUICK=1``, the documentation's
+quick build, half as many); the figure is saved to ``examples/output/plot_mixture_vi.png``.
 """
 
 # %%
 # The bimodal posterior
 # ---------------------
+import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -29,7 +30,8 @@ from scipy import special, stats
 import pymc_sfp
 from pymc_sfp.nn import gaussian_likelihood, mlp
 
-STEPS = 3000
+QUICK = os.environ.get("PYMC_SFP_DOCS_QUICK", "") not in ("", "0")
+STEPS = 1500 if QUICK else 3000
 rng = np.random.default_rng(1)
 y = 2.0**2 + 0.5 * rng.normal(size=10)
 
