@@ -21,25 +21,32 @@ fit_tap, TAPApproximation
     TAP mean-field Bayes learning (Opper & Winther 1996) and adaptive TAP / EP for a Gaussian
     prior vector and a probit, logistic or Gaussian likelihood through ``X @ w``, as a PyMC
     approximation; the numerics, with the noisy perceptron, are in ``pymc_sfp.core.tap``.
+sample_sequential, SequentialFilter, DegenerateWeightsError
+    Sequential Monte Carlo (SIR, SIPR, resample-move) and extended Kalman filter training of a
+    network on a stream of data (de Freitas et al. 1998): filtered weights, one-step-ahead
+    predictions, log evidence; the numerics are in ``pymc_sfp.core.particles``.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
     The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
-from pymc_sfp import datasets, learning, nn, sbc
+from pymc_sfp import datasets, learning, nn, sbc, smc
 from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
+from pymc_sfp.smc import DegenerateWeightsError, SequentialFilter, sample_sequential
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 from pymc_sfp.variational import TAPApproximation, fit_tap
 
 __all__ = [
+    "DegenerateWeightsError",
     "IncrementalSFP",
     "Marginal",
     "ReplicaExchangeDynamics",
     "SBCResult",
     "SFPStep",
+    "SequentialFilter",
     "StochasticDynamics",
     "TAPApproximation",
     "datasets",
@@ -47,9 +54,11 @@ __all__ = [
     "learning",
     "marginal_prior",
     "nn",
+    "sample_sequential",
     "sbc",
     "sfp_marginals",
     "sfp_mle",
     "simulation_based_calibration",
+    "smc",
 ]
 __version__ = "0.1.0.dev0"

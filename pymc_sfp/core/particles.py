@@ -56,6 +56,7 @@ __all__ = [
     "multinomial_resample",
     "normalise_log_weights",
     "particle_step",
+    "propagate",
     "resample",
     "residual_resample",
     "systematic_resample",
@@ -245,6 +246,19 @@ def init_particles(particles: np.ndarray) -> ParticleState:
     return ParticleState(particles, np.full(len(particles), -np.log(len(particles))))
 
 
+def propagate(
+    particles: np.ndarray, process_sd: np.ndarray | float, rng: np.random.Generator
+) -> np.ndarray:
+    """The random-walk dynamics of Eq. 1, ``w_k = w_k-1 + d_k``, ``d_k ~ N(0, diag(process_sd²))``.
+
+    Returns a new array (the input is not modified); no draw is made when ``process_sd`` is 0.
+    """
+    sd = np.asarray(process_sd, dtype=float)
+    if not np.any(sd > 0):
+        return particles
+    return particles + sd * rng.standard_normal(particles.shape)
+
+
 def particle_step(
     state: ParticleState,
     log_likelihood: LogLikelihood,
@@ -285,10 +299,7 @@ def particle_step(
     DegenerateWeightsError
         If every particle's log-likelihood is ``-inf`` or NaN; ``state`` is left as it was.
     """
-    particles = state.particles
-    sd = np.asarray(process_sd, dtype=float)
-    if np.any(sd > 0):
-        particles = particles + sd * rng.standard_normal(particles.shape)
+    particles = propagate(state.particles, process_sd, rng)
     log_likelihood_values = np.asarray(log_likelihood(particles), dtype=float)
     # NaN likelihoods (a network overflow) are zero weight, not garbage in the normaliser.
     log_likelihood_values = np.where(
