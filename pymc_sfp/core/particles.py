@@ -39,7 +39,6 @@ from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import numpy as np
-from scipy.special import logsumexp
 
 __all__ = [
     "RESAMPLING_SCHEMES",
@@ -53,6 +52,7 @@ __all__ = [
     "ekf_update",
     "init_particles",
     "kalman_filter",
+    "logsumexp",
     "multinomial_resample",
     "normalise_log_weights",
     "particle_step",
@@ -121,6 +121,16 @@ class ParticleInfo(NamedTuple):
     ess: float
     resampled: bool
     ancestors: np.ndarray
+
+
+def logsumexp(values: np.ndarray) -> float:
+    """``log Σ exp(values)`` of a vector with at least one finite entry, without overflow.
+
+    SciPy's general version costs about a millisecond a call, as much as a whole filtering step
+    of a hundred particles.
+    """
+    top = np.max(values)
+    return float(top + np.log(np.sum(np.exp(values - top))))
 
 
 def normalise_log_weights(log_weights: np.ndarray) -> tuple[np.ndarray, float]:

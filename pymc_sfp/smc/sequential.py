@@ -265,13 +265,14 @@ class SequentialFilter:
         for name in names:
             container = self.model[name].get_value()
             value = np.asarray(observation[name], dtype=float)
-            if value.ndim == container.ndim - 1:
-                value = value[None]
-            if value.shape[1:] != container.shape[1:] or len(value) != 1:
+            row_shape = container.shape[1:]
+            # One row, with or without its leading axis (a scalar for a one-element row).
+            if value.size != int(np.prod(row_shape)) or value.ndim > container.ndim:
                 raise ValueError(
-                    f"{name} must be one row of shape {container.shape[1:]} (or (1, ...)), got "
-                    f"shape {np.shape(observation[name])}"
+                    f"{name} must be one row of shape {row_shape} (or (1, ...)), got shape "
+                    f"{value.shape}"
                 )
+            value = value.reshape(1, *row_shape)
             row.append(value)
         return row
 
@@ -411,14 +412,12 @@ class SequentialFilter:
         mixture_mean = weights @ mean
         mixture_sd = np.sqrt(np.maximum(weights @ (sd**2 + mean**2) - mixture_mean**2, 0.0))
         tail = (1.0 - self.interval) / 2
-        lower, upper = (
-            _mixture_quantile(weights, mean, sd, q).reshape(shape) for q in (tail, 1.0 - tail)
-        )
+        lower, upper = _mixture_quantiles(weights, mean, sd, np.array([tail, 1.0 - tail]))
         return {
             "predictive_mean": mixture_mean.reshape(shape),
             "predictive_sd": mixture_sd.reshape(shape),
-            "predictive_lower": lower,
-            "predictive_upper": upper,
+            "predictive_lower": lower.reshape(shape),
+            "predictive_upper": upper.reshape(shape),
         }
 
     def _ekf_update(self, row: list, inputs_ok: bool, skipped: bool) -> dict[str, Any]:
@@ -617,16 +616,20 @@ class SequentialFilter:
         return dims, coords
 
 
-def _mixture_quantile(
-    weights: np.ndarray, mean: np.ndarray, sd: np.ndarray, q: float, iterations: int = 50
+def _mixture_quantiles(
+    weights: np.ndarray, mean: np.ndarray, sd: np.ndarray, q: np.ndarray
 ) -> np.ndarray:
-    """The ``q``-quantile of each column of the mixture ``Σ_i W_i N(mean_i, sd_i²)``, by bisection
-    (the mixture's CDF is increasing; 50 halvings of a 16-sd bracket resolve it to 1e-14 of it)."""
-    lower = np.min(mean - 8 * sd, axis=0)
-    upper = np.max(mean + 8 * sd, axis=0)
-    for _ in range(iterations):
+    """The ``q``-quantiles of each column of the mixture ``Σ_i W_i N(mean_i, sd_i²)``, shape
+    ``(len(q), m)``, by bisection of its increasing CDF in the bracket ``[min(mean - 8 sd),
+    max(mean + 8 sd)]``, halved until it is below 1e-6 of the smallest component sd."""
+    lower = np.broadcast_to(np.min(mean - 8 * sd, axis=0), (len(q), mean.shape[1])).copy()
+    upper = np.broadcast_to(np.max(mean + 8 * sd, axis=0), lower.shape).copy()
+    tolerance = 1e-6 * np.min(sd)
+    iterations = int(np.ceil(np.log2(max(np.max(upper - lower) / tolerance, 2.0))))
+    for _ in range(min(iterations, 60)):
         middle = 0.5 * (lower + upper)
-        below = weights @ ndtr((middle - mean) / sd) < q
+        cdf = np.einsum("i,qim->qm", weights, ndtr((middle[:, None, :] - mean) / sd))
+        below = cdf < q[:, None]
         lower = np.where(below, middle, lower)
         upper = np.where(below, upper, middle)
     return 0.5 * (lower + upper)
