@@ -144,7 +144,7 @@ class SequentialFilter:
 
     Examples
     --------
-    >>> filt = SequentialFilter(model, method="sipr", particles=500, process_sd=0.01)
+    >>> filt = SequentialFilter(model, method="sipr", process_sd=0.01)  # doctest: +SKIP
     >>> for x, y in stream:  # doctest: +SKIP
     ...     result = filt.update({"net_X": x, "net_y_data": y})
     >>> idata = filt.to_datatree()  # doctest: +SKIP
@@ -511,23 +511,27 @@ class SequentialFilter:
     def to_datatree(self) -> xr.DataTree:
         """The filter's history and its current cloud as a DataTree.
 
-        Groups
-        ------
-        posterior
-            The current cloud as ``(chain=1, draw=particles)`` draws of the model's variables
-            (systematically resampled to equal weights if needed; for the EKF, draws of its
-            Gaussian).
-        filtered_mean, filtered_sd
-            The filtered mean and sd of each variable after each step, dims ``("step", ...)``.
-        predictive
-            ``mean``, ``sd``, ``lower``, ``upper`` of the one-step-ahead predictive of each
-            step's target (made before it was seen), and the ``observed`` target.
-        filter_stats
-            ``ess``, ``resampled``, ``log_evidence`` (the increments), ``skipped`` and
-            ``acceptance`` per step.
+        Returns
+        -------
+        xarray.DataTree
+            The root's attributes hold the method, the number of particles, the resampling
+            scheme, the move and the total ``log_evidence``. Its groups:
 
-        The root's attributes hold the method, the number of particles and the total
-        ``log_evidence``.
+            * ``posterior``: the current cloud as ``(chain=1, draw=particles)`` draws of the
+              model's variables (systematically resampled to equal weights if needed; for the
+              EKF, draws of its Gaussian);
+            * ``filtered_mean``, ``filtered_sd``: the filtered mean and sd of each variable after
+              each step, dims ``("step", ...)``;
+            * ``predictive``: ``mean``, ``sd``, ``lower``, ``upper`` of the one-step-ahead
+              predictive of each step's target (made before it was seen), and the ``observed``
+              target;
+            * ``filter_stats``: ``ess``, ``resampled``, ``log_evidence`` (the increments),
+              ``skipped`` and ``acceptance`` per step.
+
+        Raises
+        ------
+        ValueError
+            If the filter has seen no observation yet.
         """
         if not self._records:
             raise ValueError("the filter has seen no observation yet: call update() or run()")
