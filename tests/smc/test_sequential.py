@@ -231,3 +231,54 @@ def test_teacher_network_non_stationary_tracking(student):
     # weights the cloud has collapsed before the jump and cannot.
     assert errors[0.05] < 0.25
     assert errors[0.05] < 0.5 * errors[0.0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "pf"}, "method must be one of"),
+        ({"method": "sir", "ess_threshold": 0.5}, "ess_threshold applies to method='sipr'"),
+        ({"method": "sipr", "ess_threshold": 1.5}, r"ess_threshold must be in \(0, 1\]"),
+        ({"method": "ekf", "move": "metropolis"}, "needs a particle method"),
+        ({"resampling": "stratified"}, "resampling must be one of"),
+        ({"particles": 0}, "particles must be a positive integer"),
+        ({"process_sd": {"u": 0.1}}, r"process_sd names unknown variables \['u'\]"),
+        ({"process_sd": -0.1}, "process_sd must be finite and >= 0"),
+        ({"interval": 1.0}, r"interval must be in \(0, 1\)"),
+        ({"data_names": ["X"]}, "must observe a pm.Data container that is streamed"),
+    ],
+)
+def test_bad_arguments_are_named(linear, kwargs, match):
+    model, _, _ = linear
+    with pytest.raises(ValueError, match=match):
+        ps.SequentialFilter(model, **kwargs)
+
+
+def test_learned_noise_is_filtered_with_the_weights(linear):
+    _, X, y = linear
+    with pm.Model() as model:
+        X_data = pm.Data("X", X[:1])
+        y_data = pm.Data("y", y[:1])
+        weights = pm.Normal("w", 0.0, 1.0, shape=D)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("obs", X_data @ weights, sigma, observed=y_data)
+    with pytest.raises(ValueError, match="the EKF needs a fixed observation noise sd"):
+        ps.SequentialFilter(model, method="ekf")
+    y_missing = y.copy()
+    y_missing[5] = np.nan
+    idata = ps.sample_sequential(
+        model,
+        {"X": X, "y": y_missing},
+        method="sipr",
+        particles=500,
+        random_seed=2,
+        progressbar=False,
+    )
+    sd = idata["filtered_sd"]["sigma"].values
+    assert sd[-1] < 0.5 * sd[0]
+    assert idata["posterior"]["sigma"].shape == (1, 500)
+    assert idata["filter_stats"]["skipped"].values.sum() == 1
+    # A skipped step of a particle filter: no evidence, no resampling, a prediction all the same.
+    assert idata["filter_stats"]["log_evidence"][5] == 0
+    assert not idata["filter_stats"]["resampled"][5]
+    assert np.isfinite(idata["predictive"]["mean"][5])
