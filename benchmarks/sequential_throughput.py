@@ -57,7 +57,7 @@ def benchmark(settings: Settings) -> Section:
                 f"{m['per_step'] * 1e3:.2f}",
                 fmt_number(particles / m["per_step"]),
                 f"{m['per_call'] * 1e3:.2f}",
-                f"{m['per_call'] / m['per_step']:.0%}",
+                f"{m['per_call'] / m['per_step']:.1%}",
             ]
         )
     headers = [
