@@ -7,6 +7,12 @@ learnt one observation at a time by a 2-5-1 tanh network with N(0, 1) weights
 threshold 0.5), SIR and SIR with resample-move (random-walk Metropolis on the accumulated data),
 ``particles`` particles, the same ``process_sd`` for every method, ``runs`` independent streams.
 
+The filter's noise sd (``filter_noise_sd``, 0.1) is larger than the data's (0.01), a choice:
+with 100 particles in 21 dimensions a likelihood as sharp as the data's noise gives one particle
+nearly all the weight at every step, so that SIPR resamples at every step and equals SIR (one
+exploratory stream of 200 steps with the filter's sd 0.01 and random-walk sd 0.003 gave RMS errors
+EKF 0.84, SIR 1.69, SIPR 1.69).
+
 The error is the paper's: the root mean square of the one-step-ahead prediction errors
 ``ŷ_k − y_k`` (the predictive mean made before ``y_k`` is seen) over all steps of a run; the
 table gives its mean and sd over the runs. Seconds are the wall time of a run's filtering after
