@@ -9,6 +9,8 @@
 * Bayesian linear regression with a known Gaussian posterior.
 * Berrones' (2009, §4) networks: ``nn.mlp`` with U(-1, 1) weights and the Eq. 23 loss, on glass,
   Santa Fe B and the laser series.
+* de Freitas et al.'s (1998) experiment 1 for sequential training: a stream from a nonlinear
+  function of two Gaussian inputs and the 2-5-1 network (``nn.mlp``) that learns it.
 
 Why the dynamics suite's robot-arm networks are written in PyMC here rather than with
 ``nn.mlp(prior="group")``: the posterior is the same, but ``nn.mlp`` creates its variables in
@@ -378,3 +380,35 @@ def laser_windows() -> Windows:
     """Santa Fe A (``load_laser()``, standardised) in windows of :data:`LASER_WINDOW`:
     :data:`LASER_TRAIN` train and the next :data:`LASER_TEST` test."""
     return _series_windows(load_laser(), LASER_WINDOW, LASER_TRAIN, LASER_TEST)
+
+
+# ------------------------------------------------------------------- sequential training (SMC)
+#: de Freitas et al. (1998), experiment 1: two N(0, 1) inputs, noise sd 0.01, a 2-5-1 network.
+SEQ_NOISE_SD = 0.01
+SEQ_LAYERS = (2, 5, 1)
+
+
+def sequential_target(X: np.ndarray) -> np.ndarray:
+    """The noiseless target of experiment 1, ``sin(x1) + x1 x2 / 2``.
+
+    The paper's function was lost in the extraction of its text; this one has the stated form (a
+    nonlinear function of two unit Gaussian inputs): smooth, with an interaction, range about
+    ±3 on the inputs' bulk, and within reach of five tanh hidden units.
+    """
+    return np.sin(X[:, 0]) + 0.5 * X[:, 0] * X[:, 1]
+
+
+def sequential_stream(steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One run's stream of experiment 1: inputs ``(steps, 2)`` and noisy targets ``(steps,)``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(steps, 2))
+    return X, sequential_target(X) + SEQ_NOISE_SD * rng.normal(size=steps)
+
+
+def sequential_network(noise_sd: float) -> pm.Model:
+    """The 2-5-1 tanh network with N(0, 1) weights and Gaussian noise of sd ``noise_sd``, its
+    data containers ``net_X`` and ``net_y_data`` holding one row (the filter streams them)."""
+    with pm.Model() as model:
+        net = nn.mlp(np.zeros((1, 2)), SEQ_LAYERS, prior="gaussian")
+        nn.gaussian_likelihood(net, np.zeros(1), sigma=noise_sd)
+    return model

@@ -25,16 +25,21 @@ fit_tap, TAP, tap_model, TAPApproximation
 MixtureADVI, MixtureApproximation
     A mixture of diagonal Gaussians (nn4post) as a variational family for ``pm.fit``: the
     stratified ELBO gradient for the weights, component growth and pruning.
+sample_sequential, SequentialFilter, DegenerateWeightsError
+    Sequential Monte Carlo (SIR, SIPR, resample-move) and extended Kalman filter training of a
+    network on a stream of data (de Freitas et al. 1998): filtered weights, one-step-ahead
+    predictions, log evidence; the numerics are in ``pymc_sfp.core.particles``.
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
     The papers' data sets (downloaded, cached and checksummed) and synthetic generators.
 """
 
-from pymc_sfp import datasets, learning, nn, sbc
+from pymc_sfp import datasets, learning, nn, sbc, smc
 from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
+from pymc_sfp.smc import DegenerateWeightsError, SequentialFilter, sample_sequential
 from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 from pymc_sfp.variational import (
     TAP,
@@ -47,6 +52,7 @@ from pymc_sfp.variational import (
 
 __all__ = [
     "TAP",
+    "DegenerateWeightsError",
     "IncrementalSFP",
     "Marginal",
     "MixtureADVI",
@@ -54,6 +60,7 @@ __all__ = [
     "ReplicaExchangeDynamics",
     "SBCResult",
     "SFPStep",
+    "SequentialFilter",
     "StochasticDynamics",
     "TAPApproximation",
     "datasets",
@@ -61,10 +68,12 @@ __all__ = [
     "learning",
     "marginal_prior",
     "nn",
+    "sample_sequential",
     "sbc",
     "sfp_marginals",
     "sfp_mle",
     "simulation_based_calibration",
+    "smc",
     "tap_model",
 ]
 __version__ = "0.1.0.dev0"

@@ -8,7 +8,9 @@ functions compiled from it are
 * :func:`compile_logp_dlogp`: log-density and gradient (the dynamics);
 * :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
 * :func:`compile_batched_logp`: the log-density at each row of a matrix of points (ELBOs);
-* :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP).
+* :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP);
+* :class:`ParticleEvaluator`: a model's Gaussian observation of streamed data for a whole
+  particle cloud in one call, its Jacobian, and its prior (sequential Monte Carlo, the EKF).
 
 They take and return float64 whatever PyTensor's ``floatX``: a float32 model evaluates in
 float32 between casts (:meth:`StepGraph.join`).
@@ -41,13 +43,16 @@ from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pytensor.compile.executor import Function
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
 __all__ = [
     "CoordinateLayout",
     "LineEvaluator",
+    "ParticleEvaluator",
     "StepGraph",
     "compile_batched_logp",
     "compile_logp_dlogp",
@@ -429,3 +434,273 @@ class LineEvaluator:
             if dlogp is not None:
                 dlogp[j] = out[1][index]
         return logp, dlogp
+
+
+class ParticleEvaluator:
+    """A model as the state-space model of sequential training, compiled for particle clouds.
+
+    The state is the raveled vector of every free variable's unconstrained value (PyMC's value
+    variables, :attr:`layout`); the observation is the model's one observed variable, a
+    ``pm.Normal`` whose mean is the network output ``g(w, x)`` and whose sd is fixed or a free
+    variable (de Freitas et al. 1998, Eq. 2). The data containers named in ``data_names`` become
+    inputs of the compiled functions instead of shared variables, so that each call sees the rows
+    it is given (one step's observation, or all of them so far) without touching the model.
+
+    Functions compiled on first use, each vectorised over a leading particle axis with
+    :func:`~pytensor.graph.replace.vectorize_graph` (particles × data rows in one call):
+
+    * :meth:`observe`: log-likelihood, observation mean and sd for every particle;
+    * :meth:`log_posterior`: prior plus likelihood of given rows (the resample-move target);
+    * :meth:`constrained`: the free variables on their own scale and the deterministics that do
+      not depend on data (what the filtered summaries and the posterior report);
+    * :meth:`linearise`: the observation mean and its Jacobian at one point (the EKF);
+    * :meth:`prior_laplace`: the prior's mode and inverse negative Hessian (the EKF's start).
+
+    Parameters
+    ----------
+    model : pm.Model
+    data_names : sequence of str
+        The ``pm.Data`` containers that are streamed; they must include the observed variable's.
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile`.
+
+    Raises
+    ------
+    ValueError
+        If the model has not exactly one observed variable, it is not ``pm.Normal``, its data are
+        not a ``pm.Data`` container in ``data_names``, the model has potentials, a name in
+        ``data_names`` is not a data container of the model, or the model has discrete free
+        variables.
+    """
+
+    def __init__(
+        self, model: pm.Model, data_names: Sequence[str], compile_kwargs: dict | None = None
+    ):
+        if len(model.observed_RVs) != 1 or model.potentials:
+            raise ValueError(
+                "sequential training needs a model with exactly one observed variable and no "
+                f"pm.Potential; got observed {[v.name for v in model.observed_RVs]} and "
+                f"potentials {[v.name for v in model.potentials]}"
+            )
+        observed = model.observed_RVs[0]
+        if not isinstance(observed.owner.op, NormalRV):
+            raise ValueError(
+                f"the observed variable {observed.name!r} must be pm.Normal (y = g(w, x) + v, "
+                f"v ~ N(0, R)), not {observed.owner.op}"
+            )
+        data_vars = {var.name: var for var in model.data_vars}
+        unknown = [name for name in data_names if name not in data_vars]
+        if unknown:
+            raise ValueError(
+                f"data names {unknown} are not pm.Data containers of the model; its containers "
+                f"are {sorted(data_vars)}"
+            )
+        target = model.rvs_to_values[observed]
+        if target.name not in data_names or data_vars.get(target.name) is not target:
+            raise ValueError(
+                f"the observed variable {observed.name!r} must observe a pm.Data container "
+                f"that is streamed (in data), got {target.name!r}; data names: {list(data_names)}"
+            )
+        if any(v.type.dtype.startswith(("int", "uint")) for v in model.value_vars):
+            raise ValueError("sequential training needs continuous free variables only")
+
+        self.model = model
+        self.observed_name = observed.name
+        self.target_name = target.name
+        self.data_names = tuple(data_names)
+        self.graph = step_graph(model, model.value_vars)
+        self.layout = coordinate_layout(model, model.value_vars, self.graph.initial_point)
+        # Every function takes every streamed container; the Jacobian does not use the targets.
+        self._unused_ok = {"on_unused_input": "ignore", **(compile_kwargs or {})}
+        self._compile_kwargs = compile_kwargs
+        self._data = [data_vars[name] for name in data_names]
+        self._inputs = [
+            pt.tensor(name=var.name, dtype=var.type.dtype, shape=(None,) * var.type.ndim)
+            for var in self._data
+        ]
+        mu, sigma = observed.owner.op.dist_params(observed.owner)
+        # The EKF needs the noise sd constant: not a function of a free variable.
+        free = set(model.free_RVs)
+        self.fixed_noise = not any(a in free for a in ancestors([sigma]))
+        # The parameters are graphs of the random variables: make them graphs of the values.
+        self._mean, self._sd = pt.broadcast_arrays(*model.replace_rvs_by_values([mu, sigma]))
+        self._constrained_names, self._constrained_graphs = self._reported_variables()
+        self._functions: dict[str, Function] = {}
+
+    def _reported_variables(self) -> tuple[list[str], list]:
+        model = self.model
+        names, graphs = [], []
+        data = set(model.data_vars)
+        for rv in model.free_RVs:
+            names.append(rv.name)
+            graphs.append(model.replace_rvs_by_values([rv])[0])
+        for det, graph in zip(
+            model.deterministics, model.replace_rvs_by_values(model.deterministics), strict=True
+        ):
+            if not any(a in data for a in ancestors([graph])):
+                names.append(det.name)
+                graphs.append(graph)
+        return names, graphs
+
+    @property
+    def size(self) -> int:
+        """The number of state coordinates ``d``."""
+        return self.layout.size
+
+    @property
+    def reported_names(self) -> list[str]:
+        """Names of the variables :meth:`constrained` returns, in order."""
+        return list(self._constrained_names)
+
+    def _with_data(self, outputs: list) -> tuple[list, pt.TensorVariable]:
+        outputs, flat = self.graph.join(outputs)
+        outputs = clone_replace(outputs, dict(zip(self._data, self._inputs, strict=True)))
+        return outputs, flat
+
+    def _batched(self, key: str, build: Callable[[], list], data: bool = True) -> Function:
+        # Graphs are built on the first call only: ``model.logp()`` alone takes ~0.1 s.
+        if key not in self._functions:
+            outputs = build()
+            outputs, flat = self._with_data(outputs) if data else self.graph.join(outputs)
+            cloud = pt.matrix("particles", dtype="float64")
+            outputs = vectorize_graph(outputs, replace={flat: cloud})
+            inputs = [cloud, *self._inputs] if data else [cloud]
+            self._functions[key] = _compile(inputs, outputs, self._unused_ok)
+        return self._functions[key]
+
+    @staticmethod
+    def _cloud(particles: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(particles, dtype=np.float64)
+
+    def _data_values(self, data: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [
+            np.ascontiguousarray(value, dtype=var.type.dtype)
+            for value, var in zip(data, self._data, strict=True)
+        ]
+
+    def observe(
+        self, particles: np.ndarray, data: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The observation model for every particle at the rows ``data``, in one call.
+
+        Parameters
+        ----------
+        particles : ndarray, shape (S, d)
+        data : sequence of ndarray
+            The values of the containers in ``data_names``, in that order.
+
+        Returns
+        -------
+        log_likelihood : ndarray, shape (S,)
+            ``log p(y | w^i)`` summed over the rows (NaN where a target is NaN).
+        mean, sd : ndarray, shape (S, *observed shape)
+            The observation's mean ``g(w^i, x)`` and sd for each particle.
+        reported : dict of str to ndarray
+            The reported variables of each particle, as :meth:`constrained` (they ride along in
+            the same call).
+        """
+        function = self._batched(
+            "observe",
+            lambda: [
+                self.model.logp(vars=self.model.observed_RVs),
+                self._mean,
+                self._sd,
+                *self._constrained_graphs,
+            ],
+        )
+        log_likelihood, mean, sd, *reported = function(
+            self._cloud(particles), *self._data_values(data)
+        )
+        return log_likelihood, mean, sd, dict(zip(self._constrained_names, reported, strict=True))
+
+    def log_posterior(self, particles: np.ndarray, data: Sequence[np.ndarray]) -> np.ndarray:
+        """``log p(w) + log p(y | w)`` of every particle given the rows ``data``, shape ``(S,)``.
+
+        PyMC's ``model.logp()`` with the containers set to ``data`` (Jacobians included).
+        """
+        function = self._batched("log_posterior", lambda: [self.model.logp()])
+        return function(self._cloud(particles), *self._data_values(data))[0]
+
+    def constrained(self, particles: np.ndarray) -> dict[str, np.ndarray]:
+        """The reported variables (:attr:`reported_names`) of every particle, ``(S, *shape)``."""
+        function = self._batched("constrained", lambda: self._constrained_graphs, data=False)
+        values = function(self._cloud(particles))
+        return dict(zip(self._constrained_names, values, strict=True))
+
+    def linearise(
+        self, point: np.ndarray, data: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The observation mean ``g(w, x)``, its Jacobian ``∂g/∂w`` and the noise sd at ``point``.
+
+        Returns
+        -------
+        mean : ndarray, shape (K,)
+            The raveled observation mean over the rows ``data``.
+        jacobian : ndarray, shape (K, d)
+        sd : ndarray, shape (K,)
+        """
+        if "linearise" not in self._functions:
+            (mean, sd), flat = self._with_data([self._mean.ravel(), self._sd.ravel()])
+            self._functions["linearise"] = _compile(
+                [flat, *self._inputs],
+                [mean, jacobian(mean, flat, vectorize=True), sd],
+                self._unused_ok,
+            )
+        function = self._functions["linearise"]
+        return tuple(function(self._cloud(point), *self._data_values(data)))
+
+    def prior_laplace(
+        self, max_iterations: int = 50, tolerance: float = 1e-8
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The prior's mode in the state coordinates and its inverse negative Hessian there.
+
+        Newton's method on PyMC's prior log-density of the free variables (Jacobians included)
+        from the model's initial point; exact, in one iteration, for a Gaussian prior.
+
+        Raises
+        ------
+        FloatingPointError
+            If the negative Hessian is not positive definite or Newton's method does not
+            converge in ``max_iterations``.
+        """
+        if "prior" not in self._functions:
+            [prior], flat = self.graph.join([self.model.logp(vars=self.model.free_RVs)])
+            grad = pt.grad(prior, flat)
+            # Vectorised, not PyTensor's scan: a scan takes minutes to compile with Numba.
+            self._functions["prior"] = _compile(
+                [flat], [grad, jacobian(grad, flat, vectorize=True)], self._compile_kwargs
+            )
+        function = self._functions["prior"]
+        point = self.graph.start.copy()
+        for _ in range(max_iterations):
+            grad, hess = function(point)
+            try:
+                cholesky = np.linalg.cholesky(-hess)
+            except np.linalg.LinAlgError:
+                raise FloatingPointError(
+                    "the prior's negative Hessian is not positive definite at "
+                    f"{point}: the EKF needs a prior with a single mode"
+                ) from None
+            step = np.linalg.solve(cholesky.T, np.linalg.solve(cholesky, grad))
+            point = point + step
+            if np.max(np.abs(step)) < tolerance:
+                covariance = np.linalg.inv(-function(point)[1])
+                return point, 0.5 * (covariance + covariance.T)
+        raise FloatingPointError(
+            f"Newton's method did not find the prior's mode in {max_iterations} iterations"
+        )
+
+    def draw_prior(self, draws: int, rng: np.random.Generator) -> np.ndarray:
+        """``draws`` independent draws of the prior in the state coordinates, ``(draws, d)``."""
+        model = self.model
+        values = []
+        for value_var in self.graph.value_vars:
+            rv = model.values_to_rvs[value_var]
+            transform = model.rvs_to_transforms.get(rv)
+            values.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
+        draws_list = pm.draw(values, draws=draws, random_seed=rng)
+        if len(values) == 1:
+            draws_list = [draws_list]
+        return np.concatenate([np.reshape(d, (draws, -1)) for d in draws_list], axis=1).astype(
+            np.float64
+        )

@@ -1,0 +1,708 @@
+"""Sequential training of a PyMC model's network: SIR, SIPR and the EKF (de Freitas et al. 1998).
+
+The weights ``w`` (every free variable of the model, on PyMC's unconstrained scale) follow a
+random walk and each observation is the model's Gaussian likelihood of one data row (Eqs. 1–2)::
+
+    w_k = w_k-1 + d_k,   d_k ~ N(0, Q),   Q = diag(process_sd²)
+    y_k ~ N(g(w_k, x_k), R)              (the model's observed pm.Normal)
+
+with ``w_0`` from the model's prior. The noise sd ``R^½`` is whatever the model says: a number,
+or a free variable, which is then filtered with the weights (particle methods only).
+:class:`SequentialFilter` feeds one observation at a time (:meth:`SequentialFilter.update`);
+:func:`sample_sequential` runs it over a whole stream and returns a DataTree. The numerics are
+in :mod:`pymc_sfp.core.particles`; the model is compiled once, by
+:class:`pymc_sfp.compile.ParticleEvaluator`, into one call per step for the whole cloud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.progress_bar import create_simple_progress
+from scipy.special import ndtr, ndtri
+
+from pymc_sfp._validation import check_positive_int, check_real
+from pymc_sfp.compile import ParticleEvaluator
+from pymc_sfp.core.particles import (
+    RESAMPLING_SCHEMES,
+    DegenerateWeightsError,
+    KalmanState,
+    ParticleState,
+    ekf_predict,
+    ekf_update,
+    init_particles,
+    particle_step,
+    propagate,
+    systematic_resample,
+)
+
+__all__ = ["METHODS", "MOVES", "SequentialFilter", "StepResult", "sample_sequential"]
+
+#: Filters accepted by :func:`sample_sequential`.
+METHODS = ("sir", "sipr", "ekf")
+#: Rejuvenation moves accepted by :func:`sample_sequential` (``move=``).
+MOVES = ("metropolis",)
+
+
+class StepResult(NamedTuple):
+    """What one :meth:`SequentialFilter.update` learnt.
+
+    Attributes
+    ----------
+    step : int
+        The step's index (0 for the first observation).
+    predictive_mean, predictive_sd, predictive_lower, predictive_upper : ndarray
+        The one-step-ahead predictive density of the step's target, made from the filter's state
+        *before* the target was seen: its mean, sd and central ``interval`` bounds, shape of one
+        target row (NaN where the inputs are missing).
+    log_evidence : float
+        ``log p(y_k | y_1..k-1)`` (0 for a skipped step).
+    ess : float
+        Effective sample size after the update, before resampling (NaN for the EKF).
+    resampled : bool
+    skipped : bool
+        The observation had missing values and only the dynamics were applied.
+    acceptance : float
+        Mean acceptance rate of the resample-move step (NaN when no move was made).
+    """
+
+    step: int
+    predictive_mean: np.ndarray
+    predictive_sd: np.ndarray
+    predictive_lower: np.ndarray
+    predictive_upper: np.ndarray
+    log_evidence: float
+    ess: float
+    resampled: bool
+    skipped: bool
+    acceptance: float
+
+
+class SequentialFilter:
+    """Sequential training of a model's weights, one observation at a time.
+
+    SIR and SIPR (de Freitas et al. 1998): a cloud of ``particles`` weight vectors drawn from the
+    prior (Eq. 6), moved by the random walk (Eq. 1), weighted by their likelihood (Eqs. 3–5) and
+    resampled at every step (``"sir"``) or when the effective sample size falls below
+    ``ess_threshold · particles`` (``"sipr"``). The EKF (``"ekf"``) keeps a Gaussian instead,
+    started at the prior's Laplace approximation (exact for a Gaussian prior) and updated with
+    the network's Jacobian from PyTensor.
+
+    Parameters
+    ----------
+    model : pm.Model, optional
+        The model (from the context by default). Its inputs and targets must be ``pm.Data``
+        containers and its one observed variable a ``pm.Normal`` (see
+        :class:`~pymc_sfp.compile.ParticleEvaluator`), e.g. :func:`pymc_sfp.nn.mlp` with
+        :func:`pymc_sfp.nn.gaussian_likelihood`.
+    data_names : sequence of str, optional
+        The data containers streamed by :meth:`update`; all of the model's by default.
+    method : {"sir", "sipr", "ekf"}, default "sir"
+    particles : int, default 1000
+        Particles of SIR / SIPR; for the EKF, the number of draws of its final Gaussian that form
+        the posterior group.
+    process_sd : float or mapping of str to float or array, default 0.0
+        The random walk's sd ``Q^½`` on PyMC's unconstrained scale: one number for every
+        coordinate, or a mapping from variable names to numbers or arrays of the variable's
+        shape (unnamed variables stay static). ``0`` means static weights: the filter is then
+        Bayes' rule applied one observation at a time, and SIR's cloud can only lose distinct
+        particles (use ``move`` to rejuvenate it).
+    ess_threshold : float, optional
+        SIPR resamples when the ESS falls below ``ess_threshold · particles``; default 0.5.
+        Only for ``"sipr"``.
+    resampling : {"multinomial", "systematic", "residual"}, default "systematic"
+    move : {"metropolis"} or None, default None
+        Resample-move: after each resampling, ``move_steps`` random-walk Metropolis steps for
+        every particle on ``p(w) · p(y_1..k | w)``, the prior times the likelihood of every
+        observation so far (one compiled call per step for the whole cloud). The proposal is
+        Gaussian with ``2.38² / d`` times the cloud's covariance. This leaves the filtering
+        density of *static* weights invariant (Gilks and Berzuini's resample-move); with
+        ``process_sd > 0`` it pulls the cloud toward the static posterior of the accumulated
+        data, which counters drift tracking.
+    move_steps : int, default 5
+    missing : {"skip", "raise"}, default "skip"
+        An observation with NaN inputs or targets: apply the dynamics only and flag the step as
+        skipped, or raise a ``ValueError``.
+    interval : float, default 0.95
+        Probability of the central one-step-ahead predictive interval.
+    random_seed : int, numpy Generator or None
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method``, ``resampling``, ``move`` or ``missing``, a ``particles`` or
+        ``move_steps`` that is not a positive integer, a ``process_sd`` that is negative, not
+        finite or names an unknown variable, an ``ess_threshold`` outside ``(0, 1]`` or given
+        for another method than ``"sipr"``, an ``interval`` outside ``(0, 1)``, a move with the
+        EKF, the EKF with a learned noise sd, or a model the evaluator refuses.
+
+    Examples
+    --------
+    >>> filt = SequentialFilter(model, method="sipr", process_sd=0.01)  # doctest: +SKIP
+    >>> for x, y in stream:  # doctest: +SKIP
+    ...     result = filt.update({"net_X": x, "net_y_data": y})
+    >>> idata = filt.to_datatree()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: pm.Model | None = None,
+        *,
+        data_names: Any = None,
+        method: Literal["sir", "sipr", "ekf"] = "sir",
+        particles: int = 1000,
+        process_sd: float | Mapping[str, Any] = 0.0,
+        ess_threshold: float | None = None,
+        resampling: Literal["multinomial", "systematic", "residual"] = "systematic",
+        move: Literal["metropolis"] | None = None,
+        move_steps: int = 5,
+        missing: Literal["skip", "raise"] = "skip",
+        interval: float = 0.95,
+        random_seed: Any = None,
+        compile_kwargs: dict | None = None,
+    ):
+        model = pm.modelcontext(model)
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if resampling not in RESAMPLING_SCHEMES:
+            raise ValueError(f"resampling must be one of {RESAMPLING_SCHEMES}, got {resampling!r}")
+        if move is not None and move not in MOVES:
+            raise ValueError(f"move must be one of {MOVES} or None, got {move!r}")
+        if move is not None and method == "ekf":
+            raise ValueError("move (resample-move) needs a particle method, 'sir' or 'sipr'")
+        if missing not in ("skip", "raise"):
+            raise ValueError(f"missing must be 'skip' or 'raise', got {missing!r}")
+        self.particles = check_positive_int(particles, "particles")
+        self.move_steps = check_positive_int(move_steps, "move_steps")
+        interval = check_real(interval, "interval")
+        if not 0 < interval < 1:
+            raise ValueError(f"interval must be in (0, 1), got {interval!r}")
+        if ess_threshold is not None and method != "sipr":
+            raise ValueError(
+                f"ess_threshold applies to method='sipr' only (SIR always resamples), got "
+                f"method={method!r}"
+            )
+        if method == "sipr":
+            ess_threshold = (
+                0.5 if ess_threshold is None else check_real(ess_threshold, "ess_threshold")
+            )
+            if not 0 < ess_threshold <= 1:
+                raise ValueError(f"ess_threshold must be in (0, 1], got {ess_threshold!r}")
+        if data_names is None:
+            data_names = [var.name for var in model.data_vars]
+        self.evaluator = ParticleEvaluator(model, list(data_names), compile_kwargs)
+        if method == "ekf" and not self.evaluator.fixed_noise:
+            raise ValueError(
+                "the EKF needs a fixed observation noise sd, but the model's noise sd depends on "
+                "a free variable: use method='sir' or 'sipr', which filter it with the weights"
+            )
+        self.model = model
+        self.method = method
+        self.resampling = resampling
+        self.move = move
+        self.missing = missing
+        self.interval = interval
+        self.ess_threshold = 1.0 if method == "sir" else ess_threshold
+        self.process_sd = self._process_sd(process_sd)
+        # The posterior group's resampling has its own stream, so that looking at the result
+        # midway does not change the filter's draws.
+        self._rng, posterior_rng = np.random.default_rng(random_seed).spawn(2)
+        self._posterior_seed = int(posterior_rng.integers(2**63))
+        self._accumulated: list[list[np.ndarray]] = []
+        self._records: list[dict[str, Any]] = []
+        if method == "ekf":
+            self.state: ParticleState | KalmanState = KalmanState(*self.evaluator.prior_laplace())
+        else:
+            self.state = init_particles(self.evaluator.draw_prior(self.particles, self._rng))
+
+    @property
+    def steps(self) -> int:
+        """The number of observations seen (including skipped ones)."""
+        return len(self._records)
+
+    def _process_sd(self, process_sd: Any) -> np.ndarray:
+        layout = self.evaluator.layout
+        if not isinstance(process_sd, Mapping):
+            value = check_real(process_sd, "process_sd")
+            process_sd = {name: value for name in layout.rv_names}
+        sd = np.zeros(layout.size)
+        known = {*layout.rv_names, *layout.names}
+        unknown = sorted(set(process_sd) - known)
+        if unknown:
+            raise ValueError(
+                f"process_sd names unknown variables {unknown}; the model's free variables are "
+                f"{list(layout.rv_names)}"
+            )
+        for name, value_name, shape, slc in zip(
+            layout.rv_names, layout.names, layout.shapes, layout.slices, strict=True
+        ):
+            value = process_sd.get(name, process_sd.get(value_name, 0.0))
+            try:
+                sd[slc] = np.broadcast_to(np.asarray(value, dtype=float), shape).ravel()
+            except ValueError:
+                raise ValueError(
+                    f"process_sd for {name!r} must broadcast to its shape {shape}, got {value!r}"
+                ) from None
+        if not np.all(np.isfinite(sd) & (sd >= 0)):
+            raise ValueError(f"process_sd must be finite and >= 0, got {process_sd!r}")
+        return sd
+
+    def _row(self, observation: Mapping[str, Any]) -> list[np.ndarray]:
+        names = self.evaluator.data_names
+        missing_names = [name for name in names if name not in observation]
+        if missing_names or set(observation) - set(names):
+            raise ValueError(
+                f"an observation must give exactly the data containers {list(names)}; got "
+                f"{sorted(observation)}"
+            )
+        row = []
+        for name in names:
+            container = self.model[name].get_value()
+            value = np.asarray(observation[name], dtype=float)
+            row_shape = container.shape[1:]
+            # One row, with or without its leading axis (a scalar for a one-element row).
+            if value.size != int(np.prod(row_shape)) or value.ndim > container.ndim:
+                raise ValueError(
+                    f"{name} must be one row of shape {row_shape} (or (1, ...)), got shape "
+                    f"{value.shape}"
+                )
+            value = value.reshape(1, *row_shape)
+            row.append(value)
+        return row
+
+    def update(self, observation: Mapping[str, Any]) -> StepResult:
+        """Feed one observation: predict it, then update the weights' filtering density.
+
+        Parameters
+        ----------
+        observation : mapping of str to array_like
+            One row of each streamed data container (``data_names``), e.g.
+            ``{"net_X": x, "net_y_data": y}``.
+
+        Returns
+        -------
+        StepResult
+
+        Raises
+        ------
+        ValueError
+            If the observation does not give one row of every container, or has missing values
+            and ``missing="raise"``.
+        DegenerateWeightsError
+            If every particle has zero likelihood for this observation. The filter is left as
+            it was before the call: skip the observation or change the model and go on.
+        """
+        row = self._row(observation)
+        target = self.evaluator.data_names.index(self.evaluator.target_name)
+        inputs_ok = all(np.isfinite(v).all() for i, v in enumerate(row) if i != target)
+        skipped = not (inputs_ok and np.isfinite(row[target]).all())
+        if skipped and self.missing == "raise":
+            raise ValueError(
+                f"observation {self.steps} has missing (NaN) values; pass missing='skip' to "
+                "apply only the dynamics at such steps"
+            )
+        if self.method == "ekf":
+            record = self._ekf_update(row, inputs_ok, skipped)
+        else:
+            record = self._particle_update(row, inputs_ok, skipped)
+        record["observed"] = row[target][0]
+        record["skipped"] = skipped
+        if not skipped:
+            self._accumulated.append(row)
+        self._records.append(record)
+        return StepResult(
+            step=self.steps - 1,
+            predictive_mean=record["predictive_mean"],
+            predictive_sd=record["predictive_sd"],
+            predictive_lower=record["predictive_lower"],
+            predictive_upper=record["predictive_upper"],
+            log_evidence=record["log_evidence"],
+            ess=record["ess"],
+            resampled=record["resampled"],
+            skipped=skipped,
+            acceptance=record["acceptance"],
+        )
+
+    def _particle_update(self, row: list, inputs_ok: bool, skipped: bool) -> dict[str, Any]:
+        state = self.state
+        seen: dict[str, Any] = {}
+
+        def log_likelihood(particles: np.ndarray) -> np.ndarray:
+            log_lik, mean, sd, reported = self.evaluator.observe(particles, row)
+            seen.update(mean=mean, sd=sd, reported=reported)
+            return log_lik
+
+        record: dict[str, Any] = {"acceptance": np.nan}
+        if skipped:
+            particles = propagate(state.particles, self.process_sd, self._rng)
+            if inputs_ok:
+                log_likelihood(particles)
+            else:
+                seen["reported"] = self.evaluator.constrained(particles)
+            new_state = ParticleState(particles, state.log_weights)
+            record.update(log_evidence=0.0, ess=np.nan, resampled=False)
+            reported = seen["reported"]
+        else:
+            new_state, info = particle_step(
+                state,
+                log_likelihood,
+                self._rng,
+                process_sd=self.process_sd,
+                ess_threshold=self.ess_threshold,
+                scheme=self.resampling,
+            )
+            record.update(log_evidence=info.log_evidence, ess=info.ess, resampled=info.resampled)
+            reported = {name: value[info.ancestors] for name, value in seen["reported"].items()}
+            if info.resampled and self.move is not None:
+                particles, record["acceptance"] = self._metropolis_move(
+                    new_state.particles, [*self._accumulated, row]
+                )
+                new_state = ParticleState(particles, new_state.log_weights)
+                reported = self.evaluator.constrained(particles)
+        record.update(self._mixture_predictive(state.log_weights, seen, inputs_ok))
+        weights = np.exp(new_state.log_weights)
+        record["filtered_mean"] = {n: np.tensordot(weights, v, 1) for n, v in reported.items()}
+        record["filtered_sd"] = {
+            n: np.sqrt(np.maximum(np.tensordot(weights, np.square(v - m), 1), 0.0))
+            for (n, v), m in zip(reported.items(), record["filtered_mean"].values(), strict=True)
+        }
+        self.state = new_state
+        return record
+
+    def _metropolis_move(self, particles: np.ndarray, rows: list) -> tuple[np.ndarray, float]:
+        data = [np.concatenate(columns) for columns in zip(*rows, strict=True)]
+        d = particles.shape[1]
+        covariance = np.atleast_2d(np.cov(particles, rowvar=False)) * 2.38**2 / d
+        # A cloud collapsed onto few distinct points has a singular covariance: a small ridge
+        # keeps the proposal proper.
+        ridge = 1e-10 + 1e-6 * np.mean(np.diag(covariance))
+        cholesky = np.linalg.cholesky(covariance + ridge * np.eye(d))
+        current = self.evaluator.log_posterior(particles, data)
+        accepted = 0
+        for _ in range(self.move_steps):
+            proposal = particles + self._rng.standard_normal(particles.shape) @ cholesky.T
+            proposed = self.evaluator.log_posterior(proposal, data)
+            log_u = np.log(self._rng.random(len(particles)))
+            # NaN log-densities compare False: rejected.
+            accept = log_u < proposed - current
+            particles = np.where(accept[:, None], proposal, particles)
+            current = np.where(accept, proposed, current)
+            accepted += int(accept.sum())
+        return particles, accepted / (self.move_steps * len(particles))
+
+    def _mixture_predictive(
+        self, log_weights: np.ndarray, seen: dict[str, Any], inputs_ok: bool
+    ) -> dict[str, np.ndarray]:
+        shape = self.model[self.evaluator.target_name].get_value().shape[1:]
+        if not inputs_ok:
+            nan = np.full(shape, np.nan)
+            return dict.fromkeys(
+                ("predictive_mean", "predictive_sd", "predictive_lower", "predictive_upper"), nan
+            )
+        weights = np.exp(log_weights)
+        # One target row: (S, 1, ...) → (S, m).
+        mean = seen["mean"].reshape(len(weights), -1)
+        sd = seen["sd"].reshape(len(weights), -1)
+        mixture_mean = weights @ mean
+        mixture_sd = np.sqrt(np.maximum(weights @ (sd**2 + mean**2) - mixture_mean**2, 0.0))
+        tail = (1.0 - self.interval) / 2
+        lower, upper = _mixture_quantiles(weights, mean, sd, np.array([tail, 1.0 - tail]))
+        return {
+            "predictive_mean": mixture_mean.reshape(shape),
+            "predictive_sd": mixture_sd.reshape(shape),
+            "predictive_lower": lower.reshape(shape),
+            "predictive_upper": upper.reshape(shape),
+        }
+
+    def _ekf_update(self, row: list, inputs_ok: bool, skipped: bool) -> dict[str, Any]:
+        shape = self.model[self.evaluator.target_name].get_value().shape[1:]
+        predicted = ekf_predict(self.state, self.process_sd**2)
+        record: dict[str, Any] = {"ess": np.nan, "resampled": False, "acceptance": np.nan}
+        nan = np.full(shape, np.nan)
+        record.update(predictive_mean=nan, predictive_sd=nan, predictive_lower=nan)
+        record.update(predictive_upper=nan, log_evidence=0.0)
+        new_state = predicted
+        if inputs_ok:
+            output, jacobian, noise_sd = self.evaluator.linearise(predicted.mean, row)
+            target = self.evaluator.data_names.index(self.evaluator.target_name)
+            y = row[target].ravel()
+            if skipped:
+                covariance = jacobian @ predicted.cov @ jacobian.T + np.diag(noise_sd**2)
+            else:
+                new_state, update = ekf_update(predicted, y, output, jacobian, noise_sd**2)
+                covariance = update.predictive_cov
+                record["log_evidence"] = update.log_evidence
+            sd = np.sqrt(np.diag(covariance))
+            z = ndtri(1.0 - (1.0 - self.interval) / 2)
+            record.update(
+                predictive_mean=output.reshape(shape),
+                predictive_sd=sd.reshape(shape),
+                predictive_lower=(output - z * sd).reshape(shape),
+                predictive_upper=(output + z * sd).reshape(shape),
+            )
+        self.state = new_state
+        record["filtered_mean"], record["filtered_sd"] = self._gaussian_summaries(new_state)
+        return record
+
+    def _gaussian_summaries(
+        self, state: KalmanState
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        # The unscented transform with the 2d points m ± √d L e_j, equally weighted: exact mean
+        # and variance for untransformed variables, a second-order approximation otherwise.
+        d = len(state.mean)
+        cholesky = np.linalg.cholesky(state.cov + 1e-300 * np.eye(d))
+        offsets = np.sqrt(d) * cholesky.T
+        points = np.concatenate([state.mean + offsets, state.mean - offsets])
+        reported = self.evaluator.constrained(points)
+        means = {n: v.mean(axis=0) for n, v in reported.items()}
+        sds = {n: np.sqrt(np.maximum(v.var(axis=0), 0.0)) for n, v in reported.items()}
+        return means, sds
+
+    def _posterior_particles(self) -> np.ndarray:
+        rng = np.random.default_rng(self._posterior_seed)
+        if isinstance(self.state, KalmanState):
+            return rng.multivariate_normal(self.state.mean, self.state.cov, self.particles)
+        log_weights = self.state.log_weights
+        if np.allclose(log_weights, log_weights[0]):
+            return self.state.particles
+        # Equally weighted draws for the posterior group.
+        return self.state.particles[systematic_resample(log_weights, rng)]
+
+    def run(self, data: Mapping[str, Any], *, progressbar: bool = True) -> SequentialFilter:
+        """Feed a stream: row ``k`` of every array in ``data`` is observation ``k``.
+
+        Raises
+        ------
+        ValueError
+            If the arrays in ``data`` have different numbers of rows (or none).
+        DegenerateWeightsError
+            As :meth:`update`, with the step in the message and this filter as its ``filter``
+            attribute (its state is that before the failed step).
+        """
+        arrays = {name: np.asarray(value, dtype=float) for name, value in data.items()}
+        lengths = {name: len(value) if value.ndim else 0 for name, value in arrays.items()}
+        if len(set(lengths.values())) != 1 or 0 in lengths.values():
+            raise ValueError(
+                f"every array in data must have the same number (> 0) of rows: {lengths}"
+            )
+        n_steps = next(iter(lengths.values()))
+        progress = create_simple_progress(progressbar)
+        # PyMC's null progress bar enters as None: keep the object itself.
+        with progress:
+            task = progress.add_task("Filtering", completed=0, total=n_steps)
+            for k in range(n_steps):
+                try:
+                    self.update({name: value[k] for name, value in arrays.items()})
+                except DegenerateWeightsError as error:
+                    failure = DegenerateWeightsError(
+                        f"observation {k} of the stream (step {self.steps}): {error}", error.state
+                    )
+                    failure.filter = self
+                    raise failure from error
+                progress.advance(task)
+        return self
+
+    def to_datatree(self) -> xr.DataTree:
+        """The filter's history and its current cloud as a DataTree.
+
+        Returns
+        -------
+        xarray.DataTree
+            The root's attributes hold the method, the number of particles, the resampling
+            scheme, the move and the total ``log_evidence``. Its groups:
+
+            * ``posterior``: the current cloud as ``(chain=1, draw=particles)`` draws of the
+              model's variables (systematically resampled to equal weights if needed; for the
+              EKF, draws of its Gaussian);
+            * ``filtered_mean``, ``filtered_sd``: the filtered mean and sd of each variable after
+              each step, dims ``("step", ...)``;
+            * ``predictive``: ``mean``, ``sd``, ``lower``, ``upper`` of the one-step-ahead
+              predictive of each step's target (made before it was seen), and the ``observed``
+              target;
+            * ``filter_stats``: ``ess``, ``resampled``, ``log_evidence`` (the increments),
+              ``skipped`` and ``acceptance`` per step.
+
+        Raises
+        ------
+        ValueError
+            If the filter has seen no observation yet.
+        """
+        if not self._records:
+            raise ValueError("the filter has seen no observation yet: call update() or run()")
+        steps = np.arange(self.steps)
+        draws = self.evaluator.constrained(self._posterior_particles())
+        posterior = xr.Dataset(
+            {
+                name: (("chain", "draw", *dims), value[None], coords)
+                for name, value in draws.items()
+                for dims, coords in [self._dims(name, value.shape[1:])]
+            }
+        )
+        filtered = {}
+        for key in ("filtered_mean", "filtered_sd"):
+            filtered[key] = xr.Dataset(
+                {
+                    name: (("step", *dims), np.stack([r[key][name] for r in self._records]), coords)
+                    for name in draws
+                    for dims, coords in [self._dims(name, draws[name].shape[1:])]
+                },
+                coords={"step": steps},
+            )
+        out_dims, out_coords = self._target_dims()
+        predictive = xr.Dataset(
+            {
+                short: (
+                    ("step", *out_dims),
+                    np.stack([r[key] for r in self._records]),
+                    out_coords,
+                )
+                for short, key in [
+                    ("mean", "predictive_mean"),
+                    ("sd", "predictive_sd"),
+                    ("lower", "predictive_lower"),
+                    ("upper", "predictive_upper"),
+                    ("observed", "observed"),
+                ]
+            },
+            coords={"step": steps},
+            attrs={"interval": self.interval},
+        )
+        stats = xr.Dataset(
+            {
+                key: ("step", np.array([r[key] for r in self._records]))
+                for key in ("ess", "resampled", "log_evidence", "skipped", "acceptance")
+            },
+            coords={"step": steps},
+        )
+        attrs = {
+            "method": self.method,
+            "particles": self.particles,
+            "log_evidence": float(stats["log_evidence"].sum()),
+            "resampling": self.resampling,
+            "move": str(self.move),
+        }
+        return xr.DataTree.from_dict(
+            {
+                "/": xr.Dataset(attrs=attrs),
+                "posterior": posterior,
+                "filtered_mean": filtered["filtered_mean"],
+                "filtered_sd": filtered["filtered_sd"],
+                "predictive": predictive,
+                "filter_stats": stats,
+            }
+        )
+
+    def _dims(self, name: str, shape: tuple[int, ...]) -> tuple[tuple[str, ...], dict]:
+        dims = self.model.named_vars_to_dims.get(name) or tuple(
+            f"{name}_dim_{i}" for i in range(len(shape))
+        )
+        coords = {
+            dim: np.asarray(self.model.coords[dim])
+            for dim in dims
+            if self.model.coords.get(dim) is not None
+        }
+        return tuple(dims), coords
+
+    def _target_dims(self) -> tuple[tuple[str, ...], dict]:
+        name = self.evaluator.observed_name
+        shape = self.model[self.evaluator.target_name].get_value().shape[1:]
+        dims = self.model.named_vars_to_dims.get(name)
+        if dims is None:
+            return tuple(f"{name}_dim_{i + 1}" for i in range(len(shape))), {}
+        dims = tuple(dims[1:])
+        coords = {d: np.asarray(self.model.coords[d]) for d in dims if self.model.coords.get(d)}
+        return dims, coords
+
+
+def _mixture_quantiles(
+    weights: np.ndarray, mean: np.ndarray, sd: np.ndarray, q: np.ndarray
+) -> np.ndarray:
+    """The ``q``-quantiles of each column of the mixture ``Σ_i W_i N(mean_i, sd_i²)``, shape
+    ``(len(q), m)``, by bisection of its increasing CDF in the bracket ``[min(mean - 8 sd),
+    max(mean + 8 sd)]``, halved until it is below 1e-6 of the smallest component sd."""
+    lower = np.broadcast_to(np.min(mean - 8 * sd, axis=0), (len(q), mean.shape[1])).copy()
+    upper = np.broadcast_to(np.max(mean + 8 * sd, axis=0), lower.shape).copy()
+    tolerance = 1e-6 * np.min(sd)
+    iterations = int(np.ceil(np.log2(max(np.max(upper - lower) / tolerance, 2.0))))
+    for _ in range(min(iterations, 60)):
+        middle = 0.5 * (lower + upper)
+        cdf = np.einsum("i,qim->qm", weights, ndtr((middle[:, None, :] - mean) / sd))
+        below = cdf < q[:, None]
+        lower = np.where(below, middle, lower)
+        upper = np.where(below, upper, middle)
+    return 0.5 * (lower + upper)
+
+
+def sample_sequential(
+    model: pm.Model | None = None,
+    data: Mapping[str, Any] | None = None,
+    *,
+    method: Literal["sir", "sipr", "ekf"] = "sir",
+    particles: int = 1000,
+    process_sd: float | Mapping[str, Any] = 0.0,
+    ess_threshold: float | None = None,
+    resampling: Literal["multinomial", "systematic", "residual"] = "systematic",
+    move: Literal["metropolis"] | None = None,
+    move_steps: int = 5,
+    missing: Literal["skip", "raise"] = "skip",
+    interval: float = 0.95,
+    progressbar: bool = True,
+    random_seed: Any = None,
+    compile_kwargs: dict | None = None,
+) -> xr.DataTree:
+    """Train a model's network sequentially on a stream of data (de Freitas et al. 1998).
+
+    Builds a :class:`SequentialFilter` on the containers named in ``data``, feeds it row ``k``
+    of every array as observation ``k`` (:meth:`SequentialFilter.run`) and returns
+    :meth:`SequentialFilter.to_datatree`. The arguments other than ``data`` and
+    ``progressbar`` are those of :class:`SequentialFilter`.
+
+    Parameters
+    ----------
+    model : pm.Model, optional
+    data : mapping of str to array_like
+        ``pm.Data`` container name → array whose first axis is time, one row per observation,
+        e.g. ``{"net_X": X, "net_y_data": y}`` for :func:`pymc_sfp.nn.mlp` with
+        :func:`pymc_sfp.nn.gaussian_likelihood`; the observed variable's container is the
+        target. NaN rows are skipped (``missing="skip"``).
+    progressbar : bool, default True
+        PyMC's progress bar over the stream.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups ``posterior``, ``filtered_mean``, ``filtered_sd``, ``predictive``,
+        ``filter_stats`` (see :meth:`SequentialFilter.to_datatree`).
+
+    Raises
+    ------
+    ValueError
+        For bad arguments (see :class:`SequentialFilter`) or data.
+    DegenerateWeightsError
+        If every particle has zero likelihood at some step; its ``filter`` attribute is the
+        filter in its state before that step, to inspect (``to_datatree``) or continue.
+    """
+    if data is None or not isinstance(data, Mapping) or not data:
+        raise ValueError("data must be a non-empty mapping of pm.Data names to arrays")
+    sequential_filter = SequentialFilter(
+        model,
+        data_names=list(data),
+        method=method,
+        particles=particles,
+        process_sd=process_sd,
+        ess_threshold=ess_threshold,
+        resampling=resampling,
+        move=move,
+        move_steps=move_steps,
+        missing=missing,
+        interval=interval,
+        random_seed=random_seed,
+        compile_kwargs=compile_kwargs,
+    )
+    return sequential_filter.run(data, progressbar=progressbar).to_datatree()

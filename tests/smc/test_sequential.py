@@ -1,0 +1,284 @@
+"""Tests for pymc_sfp.smc.sequential: sequential training of a PyMC model's weights.
+
+On a linear-Gaussian model the EKF through PyTensor's Jacobian must equal the Kalman filter, and
+the particle filters must be exactly the core's SIR / SIPR steps (whose agreement with the Kalman
+filter within Monte Carlo error is tested in tests/core/test_particles.py). On de Freitas et al.'s
+(1998) experiment 2, a student network with one hidden unit learns from a teacher of the same
+shape: the filtered means converge to the teacher's weights (stationary) and follow a weight
+that changes (non-stationary).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_sfp as ps
+from pymc_sfp.core.particles import KalmanState, init_particles, kalman_filter, particle_step
+
+D, T, Q_SD, R_SD = 2, 20, 0.05, 0.5
+
+
+@pytest.fixture(scope="module")
+def linear():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(T, D))
+    w = rng.normal(size=D) + np.cumsum(Q_SD * rng.normal(size=(T, D)), axis=0)
+    y = np.sum(X * w, axis=1) + R_SD * rng.normal(size=T)
+    with pm.Model() as model:
+        X_data = pm.Data("X", X[:1])
+        y_data = pm.Data("y", y[:1])
+        weights = pm.Normal("w", 0.0, 1.0, shape=D)
+        pm.Normal("obs", X_data @ weights, R_SD, observed=y_data)
+    return model, X, y
+
+
+def test_ekf_equals_the_kalman_filter(linear):
+    model, X, y = linear
+    idata = ps.sample_sequential(
+        model, {"X": X, "y": y}, method="ekf", process_sd=Q_SD, progressbar=False
+    )
+    means, covs, log_evidence = kalman_filter(
+        y, X, KalmanState(np.zeros(D), np.eye(D)), Q_SD**2, R_SD**2
+    )
+    np.testing.assert_allclose(idata["filtered_mean"]["w"], means, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        idata["filtered_sd"]["w"], np.sqrt(np.diagonal(covs, axis1=1, axis2=2)), rtol=1e-8
+    )
+    np.testing.assert_allclose(idata["filter_stats"]["log_evidence"], log_evidence, rtol=1e-9)
+    assert idata.attrs["log_evidence"] == pytest.approx(log_evidence.sum(), rel=1e-10)
+    # The predictive of step k is made from the filtered state of step k - 1.
+    previous = np.vstack([np.zeros(D), means[:-1]])
+    predictive = idata["predictive"]
+    np.testing.assert_allclose(predictive["mean"], np.sum(X * previous, axis=1), atol=1e-12)
+    assert np.all(predictive["lower"] < predictive["mean"])
+    assert idata["posterior"]["w"].shape == (1, 1000, D)
+
+
+@pytest.mark.parametrize("method", ["sir", "sipr"])
+def test_particle_filters_are_the_core_steps(linear, method):
+    """The compiled, batched likelihood and the plumbing reproduce the core's SIR / SIPR run
+    with a NumPy likelihood, draw for draw, from the same cloud and random stream."""
+    model, X, y = linear
+    filt = ps.SequentialFilter(model, method=method, particles=300, process_sd=Q_SD, random_seed=9)
+    state = init_particles(filt.state.particles.copy())
+    rng = copy.deepcopy(filt._rng)
+    threshold = 1.0 if method == "sir" else 0.5
+    for x_k, y_k in zip(X, y, strict=True):
+        result = filt.update({"X": x_k, "y": [y_k]})
+
+        def log_likelihood(w, x_k=x_k, y_k=y_k):
+            return -0.5 * ((y_k - w @ x_k) / R_SD) ** 2 - np.log(R_SD * np.sqrt(2 * np.pi))
+
+        state, info = particle_step(
+            state, log_likelihood, rng, process_sd=Q_SD, ess_threshold=threshold
+        )
+        # Equal up to the rounding of PyTensor's fused constants (≈ 1e-9 relative).
+        assert result.log_evidence == pytest.approx(info.log_evidence, rel=1e-8)
+        assert result.resampled == info.resampled
+        assert result.ess == pytest.approx(info.ess, rel=1e-8)
+    np.testing.assert_allclose(filt.state.particles, state.particles, rtol=1e-12)
+    idata = filt.to_datatree()
+    mean = np.exp(state.log_weights) @ state.particles
+    np.testing.assert_allclose(idata["filtered_mean"]["w"][-1], mean, rtol=1e-8)
+    resampled = idata["filter_stats"]["resampled"].values
+    assert resampled.all() if method == "sir" else 0 < resampled.sum() < T
+
+
+def test_incremental_updates_equal_a_batch_run(linear):
+    model, X, y = linear
+    batch = ps.sample_sequential(
+        model,
+        {"X": X, "y": y},
+        method="sipr",
+        particles=200,
+        process_sd=Q_SD,
+        random_seed=3,
+        progressbar=False,
+    )
+    filt = ps.SequentialFilter(model, method="sipr", particles=200, process_sd=Q_SD, random_seed=3)
+    for x_k, y_k in zip(X, y, strict=True):
+        filt.update({"X": x_k, "y": [y_k]})
+    np.testing.assert_array_equal(
+        filt.to_datatree()["filtered_mean"]["w"], batch["filtered_mean"]["w"]
+    )
+
+
+def test_missing_observations_are_skipped_or_refused(linear):
+    model, X, y = linear
+    y_missing = y.copy()
+    y_missing[[3, 7]] = np.nan
+    idata = ps.sample_sequential(
+        model,
+        {"X": X, "y": y_missing},
+        method="ekf",
+        process_sd=Q_SD,
+        progressbar=False,
+    )
+    stats = idata["filter_stats"]
+    np.testing.assert_array_equal(np.flatnonzero(stats["skipped"]), [3, 7])
+    assert stats["log_evidence"][3] == 0 and np.isfinite(idata.attrs["log_evidence"])
+    # A skipped step still predicts (the inputs are there) and lets the weights drift.
+    assert np.isfinite(idata["predictive"]["mean"][3])
+    sd = idata["filtered_sd"]["w"].values
+    assert np.all(sd[3] > sd[2])
+    with pytest.raises(ValueError, match="observation 3 has missing"):
+        ps.sample_sequential(
+            model, {"X": X, "y": y_missing}, method="ekf", missing="raise", progressbar=False
+        )
+
+
+def test_all_particles_impossible_is_a_recoverable_error(linear):
+    model, X, y = linear
+    y_bad = y.copy()
+    y_bad[4] = 1e200  # ((y - g) / R)² overflows: every log-likelihood is -inf.
+    with pytest.raises(ps.DegenerateWeightsError, match="observation 4 of the stream") as error:
+        ps.sample_sequential(
+            model, {"X": X, "y": y_bad}, particles=100, random_seed=1, progressbar=False
+        )
+    filt = error.value.filter
+    assert filt.steps == 4
+    # Recover: skip the bad observation and go on.
+    for k in range(5, T):
+        filt.update({"X": X[k], "y": [y[k]]})
+    assert filt.to_datatree()["filter_stats"].sizes["step"] == T - 1
+
+
+def test_resample_move_rejuvenates_a_static_cloud(linear):
+    model, X, y = linear
+    kwargs = dict(particles=300, random_seed=4, progressbar=False)
+    plain = ps.sample_sequential(model, {"X": X, "y": y}, **kwargs)
+    moved = ps.sample_sequential(model, {"X": X, "y": y}, move="metropolis", **kwargs)
+    acceptance = moved["filter_stats"]["acceptance"].values
+    assert np.all((acceptance > 0.05) & (acceptance < 0.95))
+    # Static weights (process_sd = 0): SIR alone can only lose distinct particles; the moves
+    # restore them.
+    distinct = [len(np.unique(i["posterior"]["w"].values[0, :, 0])) for i in (plain, moved)]
+    assert distinct[0] < 100 and distinct[1] > 200
+    # The static posterior is the Kalman filter's with Q = 0; the moved cloud's mean lies within
+    # 4 Monte Carlo standard errors of it, taking 300 / 5 effective draws (autocorrelated
+    # Metropolis moves) as a conservative effective sample size.
+    means, covs, _ = kalman_filter(y, X, KalmanState(np.zeros(D), np.eye(D)), 0.0, R_SD**2)
+    se = np.sqrt(np.diag(covs[-1]) / (300 / 5))
+    assert np.all(np.abs(moved["filtered_mean"]["w"].values[-1] - means[-1]) < 4 * se)
+
+
+def teacher_data(steps, seed, change_at=None):
+    """The teacher of experiment 2: y = c + v tanh(x · w + b) + noise, one hidden unit."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(steps, 2))
+    w = np.tile([1.0, -0.5], (steps, 1))
+    if change_at is not None:
+        w[change_at:, 0] = -1.0
+    y = -0.5 + 2.0 * np.tanh(np.sum(X * w, axis=1) + 0.3) + 0.1 * rng.normal(size=steps)
+    return X, y, w
+
+
+@pytest.fixture(scope="module")
+def student():
+    """The student network, by hand with inputs as pm.Data; a positive output weight removes the
+    tanh sign symmetry (w, b, v) ↔ (-w, -b, -v) that would make the posterior two-moded."""
+    with pm.Model() as model:
+        X = pm.Data("X", np.zeros((1, 2)))
+        y = pm.Data("y", np.zeros(1))
+        w = pm.Normal("w", 0.0, 1.0, shape=2)
+        b = pm.Normal("b", 0.0, 1.0)
+        v = pm.HalfNormal("v", 2.0)
+        c = pm.Normal("c", 0.0, 1.0)
+        pm.Normal("obs", c + v * pm.math.tanh(X @ w + b), 0.1, observed=y)
+    return model
+
+
+def test_teacher_network_stationary_convergence(student):
+    X, y, _ = teacher_data(150, seed=1)
+    idata = ps.sample_sequential(
+        student,
+        {"X": X, "y": y},
+        method="sir",
+        particles=1000,
+        process_sd=0.01,
+        random_seed=2,
+        progressbar=False,
+    )
+    mean, sd = idata["filtered_mean"], idata["filtered_sd"]
+    truth = {"w": [1.0, -0.5], "b": 0.3, "v": 2.0, "c": -0.5}
+    for name, value in truth.items():
+        # The filtered density concentrates (prior sds 1-2) and covers the teacher's weights.
+        assert np.all(sd[name].values[-1] < 0.1), name
+        assert np.all(np.abs(mean[name].values[-1] - value) < 4 * sd[name].values[-1]), name
+    assert np.all(sd["w"].values[-1] < 0.2 * sd["w"].values[0])
+
+
+def test_teacher_network_non_stationary_tracking(student):
+    X, y, w = teacher_data(200, seed=2, change_at=100)
+    errors = {}
+    for process_sd in (0.0, 0.05):
+        idata = ps.sample_sequential(
+            student,
+            {"X": X, "y": y},
+            method="sir",
+            particles=500,
+            process_sd={"w": process_sd, "b": 0.01, "v": 0.01, "c": 0.01},
+            random_seed=3,
+            progressbar=False,
+        )
+        tracked = idata["filtered_mean"]["w"].values[150:, 0]
+        errors[process_sd] = np.sqrt(np.mean((tracked - w[150:, 0]) ** 2))
+    # With a random walk on w the filter follows the jump from 1 to -1 at step 100; with static
+    # weights the cloud has collapsed before the jump and cannot.
+    assert errors[0.05] < 0.25
+    assert errors[0.05] < 0.5 * errors[0.0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "pf"}, "method must be one of"),
+        ({"method": "sir", "ess_threshold": 0.5}, "ess_threshold applies to method='sipr'"),
+        ({"method": "sipr", "ess_threshold": 1.5}, r"ess_threshold must be in \(0, 1\]"),
+        ({"method": "ekf", "move": "metropolis"}, "needs a particle method"),
+        ({"resampling": "stratified"}, "resampling must be one of"),
+        ({"particles": 0}, "particles must be a positive integer"),
+        ({"process_sd": {"u": 0.1}}, r"process_sd names unknown variables \['u'\]"),
+        ({"process_sd": -0.1}, "process_sd must be finite and >= 0"),
+        ({"interval": 1.0}, r"interval must be in \(0, 1\)"),
+        ({"data_names": ["X"]}, "must observe a pm.Data container that is streamed"),
+    ],
+)
+def test_bad_arguments_are_named(linear, kwargs, match):
+    model, _, _ = linear
+    with pytest.raises(ValueError, match=match):
+        ps.SequentialFilter(model, **kwargs)
+
+
+def test_learned_noise_is_filtered_with_the_weights(linear):
+    _, X, y = linear
+    with pm.Model() as model:
+        X_data = pm.Data("X", X[:1])
+        y_data = pm.Data("y", y[:1])
+        weights = pm.Normal("w", 0.0, 1.0, shape=D)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("obs", X_data @ weights, sigma, observed=y_data)
+    with pytest.raises(ValueError, match="the EKF needs a fixed observation noise sd"):
+        ps.SequentialFilter(model, method="ekf")
+    y_missing = y.copy()
+    y_missing[5] = np.nan
+    idata = ps.sample_sequential(
+        model,
+        {"X": X, "y": y_missing},
+        method="sipr",
+        particles=500,
+        random_seed=2,
+        progressbar=False,
+    )
+    sd = idata["filtered_sd"]["sigma"].values
+    assert sd[-1] < 0.5 * sd[0]
+    assert idata["posterior"]["sigma"].shape == (1, 500)
+    assert idata["filter_stats"]["skipped"].values.sum() == 1
+    # A skipped step of a particle filter: no evidence, no resampling, a prediction all the same.
+    assert idata["filter_stats"]["log_evidence"][5] == 0
+    assert not idata["filter_stats"]["resampled"][5]
+    assert np.isfinite(idata["predictive"]["mean"][5])
