@@ -13,14 +13,13 @@ A second part fits a small Bayesian neural network (1-4-1 tanh, 20 points) with 
 three-component mixture and draws both predictive bands.
 
 The budgets are small (a few thousand steps; with ``PYMC_SFP_DOCS_QUICK=1``, the documentation's
-quick build, half as many); the figure is saved to ``examples/output/plot_mixture_vi.png``.
+quick build, half as many).
 """
 
 # %%
 # The bimodal posterior
 # ---------------------
 import os
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -106,7 +105,4 @@ for colour, (label, (low, mid, high)) in zip(("C3", "C0"), bands.items(), strict
 right.set(xlabel="x", ylabel="y", title="1-4-1 network: 90 % predictive bands of F(x)")
 right.legend(fontsize=8)
 fig.tight_layout()
-output = Path(__file__).resolve().parent / "output"
-output.mkdir(exist_ok=True)
-fig.savefig(output / "plot_mixture_vi.png", dpi=120)
 plt.show()
