@@ -294,9 +294,13 @@ def log_partition(
 # --- input checks ------------------------------------------------------------------------------
 
 
-def _check_inputs(
+def check_problem(
     X: Any, y: Any, likelihood: str, prior_var: Any, beta: float, noise_var: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated ``(X, y, prior_var)`` of a TAP problem: ``X`` a finite matrix, ``y`` one finite
+    value per row (labels recoded to ``±1`` except for ``"gaussian"``), ``prior_var`` one value
+    > 0 per weight; ``beta > 0`` for the perceptron, ``noise_var > 0`` for ``"gaussian"``.
+    Raises a ValueError naming what is wrong."""
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
     X = as_matrix(X, "X")
@@ -513,7 +517,7 @@ def tap_fit(
         raise ValueError(f"tol must be > 0, got {tol!r}")
     if int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    X, y, v0 = _check_inputs(X, y, likelihood, prior_var, beta, noise_var)
+    X, y, v0 = check_problem(X, y, likelihood, prior_var, beta, noise_var)
     m, n = X.shape
     c = 1.0 / np.sqrt(n) if field_scale is None else float(field_scale)
     A = c * X

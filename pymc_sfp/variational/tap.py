@@ -40,8 +40,13 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
 
-from pymc_sfp._validation import as_matrix
-from pymc_sfp.core.tap import LIKELIHOODS, Predictive, TAPResult, predict, tap_fit
+from pymc_sfp.core.tap import (
+    Predictive,
+    TAPResult,
+    check_problem,
+    predict,
+    tap_fit,
+)
 from pymc_sfp.nn.perceptron import NoisyPerceptron, NoisyPerceptronRV
 
 __all__ = ["TAP", "TAPApproximation", "fit_tap", "tap_model"]
@@ -263,21 +268,7 @@ def tap_model(
     -------
     pm.Model
     """
-    if likelihood not in LIKELIHOODS:
-        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
-    X = as_matrix(X, "X")
-    y = np.asarray(y, dtype=float)
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.isfinite(y).all():
-        raise ValueError("y has NaN or infinite values")
-    if likelihood == "perceptron" and not beta > 0:
-        raise ValueError(f"the perceptron likelihood needs beta > 0 (inf: no noise), got {beta!r}")
-    if likelihood == "gaussian" and not (noise_var > 0 and np.isfinite(noise_var)):
-        raise ValueError(f"the gaussian likelihood needs noise_var > 0, got {noise_var!r}")
-    v0 = np.broadcast_to(np.asarray(prior_var, dtype=float), (X.shape[1],))
-    if not (np.isfinite(v0).all() and (v0 > 0).all()):
-        raise ValueError("prior_var must be finite and > 0 (a scalar or one value per weight)")
+    X, y, v0 = check_problem(X, y, likelihood, prior_var, beta, noise_var)
     with pm.Model(coords={"feature": np.arange(X.shape[1])}) as model:
         X_data = pm.Data("X", X)
         w = pm.Normal("w", 0.0, np.sqrt(v0), dims="feature")
