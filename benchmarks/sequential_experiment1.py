@@ -4,7 +4,8 @@ A stream of ``steps`` observations ``y = sin(x1) + x1 x2 / 2 + noise`` (``_probl
 sequential_target``; the paper's function was lost in extraction), inputs N(0, 1), noise sd 0.01,
 learnt one observation at a time by a 2-5-1 tanh network with N(0, 1) weights
 (``_problems.sequential_network``) with ``pymc_sfp.sample_sequential``: the EKF, SIPR (ESS
-threshold 0.5), SIR and SIR with resample-move (random-walk Metropolis on the accumulated data),
+threshold 0.5), SIR and SIR with resample-move on the accumulated data (random-walk Metropolis,
+or ``StochasticDynamics``' exact transition: ``move="dynamics"``),
 ``particles`` particles, the same ``process_sd`` for every method, ``runs`` independent streams.
 
 The filter's noise sd (``filter_noise_sd``, 0.1) is larger than the data's (0.01), a choice:
@@ -40,7 +41,8 @@ FILTERS = (
     ("EKF", "ekf", None),
     ("SIPR", "sipr", None),
     ("SIR", "sir", None),
-    ("SIR + resample-move", "sir", "metropolis"),
+    ("SIR + resample-move (Metropolis)", "sir", "metropolis"),
+    ("SIR + resample-move (dynamics)", "sir", "dynamics"),
 )
 
 
@@ -54,8 +56,11 @@ def warm_up(filt: pymc_sfp.SequentialFilter, X: np.ndarray, y: np.ndarray) -> fl
         evaluator.constrained(filt.state.mean[None])
     else:
         evaluator.observe(filt.state.particles, row)
-        if filt.move is not None:
+        if filt.move == "metropolis":
             evaluator.log_posterior(filt.state.particles, row)
+        if filt.move == "dynamics":
+            evaluator.log_posterior_grad(filt.state.particles, row)
+        if filt.move is not None:
             evaluator.constrained(filt.state.particles)
     return time.perf_counter() - began
 
@@ -126,7 +131,8 @@ def benchmark(settings: Settings) -> Section:
             f"inputs N(0, 1), data noise sd {SEQ_NOISE_SD}; 2-5-1 tanh network, N(0, 1) "
             f"weights, the filter's noise sd {settings.filter_noise_sd}, random-walk sd "
             f"{settings.process_sd} for every weight; {settings.particles} particles (SIPR: "
-            f"ESS threshold 0.5; resample-move: 5 random-walk Metropolis steps per resampling).",
+            "ESS threshold 0.5; resample-move: 5 random-walk Metropolis steps, or 5 dynamics "
+            "transitions of 10 leapfrog steps, per resampling).",
             md_table(headers, rows),
             "The paper's Table 1 (its unknown target): RMS error EKF 6.04, SIPR 4.81, SIR 2.83; "
             "seconds 4, 98, 109.",

@@ -450,7 +450,8 @@ class ParticleEvaluator:
     :func:`~pytensor.graph.replace.vectorize_graph` (particles × data rows in one call):
 
     * :meth:`observe`: log-likelihood, observation mean and sd for every particle;
-    * :meth:`log_posterior`: prior plus likelihood of given rows (the resample-move target);
+    * :meth:`log_posterior`: prior plus likelihood of given rows (the resample-move target), and
+      :meth:`log_posterior_grad` with its gradient (the dynamics move);
     * :meth:`constrained`: the free variables on their own scale and the deterministics that do
       not depend on data (what the filtered summaries and the posterior report);
     * :meth:`linearise`: the observation mean and its Jacobian at one point (the EKF);
@@ -557,11 +558,15 @@ class ParticleEvaluator:
         outputs = clone_replace(outputs, dict(zip(self._data, self._inputs, strict=True)))
         return outputs, flat
 
-    def _batched(self, key: str, build: Callable[[], list], data: bool = True) -> Function:
+    def _batched(
+        self, key: str, build: Callable[[], list], data: bool = True, gradient: bool = False
+    ) -> Function:
         # Graphs are built on the first call only: ``model.logp()`` alone takes ~0.1 s.
         if key not in self._functions:
             outputs = build()
             outputs, flat = self._with_data(outputs) if data else self.graph.join(outputs)
+            if gradient:
+                outputs = [*outputs, pt.grad(outputs[0], flat)]
             cloud = pt.matrix("particles", dtype="float64")
             outputs = vectorize_graph(outputs, replace={flat: cloud})
             inputs = [cloud, *self._inputs] if data else [cloud]
@@ -620,6 +625,14 @@ class ParticleEvaluator:
         """
         function = self._batched("log_posterior", lambda: [self.model.logp()])
         return function(self._cloud(particles), *self._data_values(data))[0]
+
+    def log_posterior_grad(
+        self, particles: np.ndarray, data: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`log_posterior` and its gradient in the state coordinates: ``(S,)``, ``(S, d)``."""
+        function = self._batched("log_posterior_grad", lambda: [self.model.logp()], gradient=True)
+        logp, grad = function(self._cloud(particles), *self._data_values(data))
+        return logp, grad
 
     def constrained(self, particles: np.ndarray) -> dict[str, np.ndarray]:
         """The reported variables (:attr:`reported_names`) of every particle, ``(S, *shape)``."""

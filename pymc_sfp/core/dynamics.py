@@ -134,26 +134,37 @@ def leapfrog(
     """``n_steps`` leapfrog steps (Neal 1993, Eq. 15) for ``H = -log p(q) + K(p)``.
 
     Consecutive half-steps of the momentum are merged, so the cost is ``n_steps`` gradient
-    evaluations. Stops early at the first non-finite log-density or gradient.
+    evaluations. ``state`` is one point (``position`` of shape ``(d,)``, a float ``logp``) or a
+    batch of independent points integrated together (``position`` of shape ``(S, d)``, ``logp``
+    of shape ``(S,)``; ``logp_grad`` and ``velocity`` then work row by row). A trajectory that
+    meets a non-finite log-density or gradient ends with ``logp = -inf``; integration stops as
+    soon as no trajectory is left finite.
 
     Returns
     -------
     state : PhaseState
-        The end of the trajectory (with non-finite ``logp`` if it stopped early).
+        The end of the trajectory (``logp = -inf`` where it met a non-finite value).
     n_grad : int
-        Gradient evaluations spent.
+        Gradient evaluations spent (per point).
     """
     q = state.position.copy()
     p = state.momentum + 0.5 * step_size * state.grad
     logp, grad, aux = state.logp, state.grad, state.aux
+    failed = np.zeros(np.shape(state.logp), dtype=bool)
     for step in range(n_steps):
         q = q + step_size * velocity(p)
         logp, grad, aux = logp_grad(q)
-        if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
-            return PhaseState(q, p, -np.inf, grad, aux), step + 1
+        failed = failed | ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=-1))
+        if failed.all():
+            return PhaseState(q, p, _failed_to_minus_inf(logp, failed), grad, aux), step + 1
         last = step == n_steps - 1
         p = p + (0.5 if last else 1.0) * step_size * grad
-    return PhaseState(q, p, float(logp), grad, aux), n_steps
+    return PhaseState(q, p, _failed_to_minus_inf(logp, failed), grad, aux), n_steps
+
+
+def _failed_to_minus_inf(logp: np.ndarray | float, failed: np.ndarray) -> np.ndarray | float:
+    logp = np.where(failed, -np.inf, logp)
+    return float(logp) if logp.ndim == 0 else logp
 
 
 def transition(

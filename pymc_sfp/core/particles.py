@@ -40,16 +40,20 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from pymc_sfp.core.dynamics import PhaseState, leapfrog, refresh_momentum
+
 __all__ = [
     "RESAMPLING_SCHEMES",
     "DegenerateWeightsError",
     "KalmanState",
     "KalmanUpdate",
+    "MoveInfo",
     "ParticleInfo",
     "ParticleState",
     "effective_sample_size",
     "ekf_predict",
     "ekf_update",
+    "hamiltonian_move",
     "init_particles",
     "kalman_filter",
     "logsumexp",
@@ -68,6 +72,8 @@ RESAMPLING_SCHEMES = ("multinomial", "systematic", "residual")
 
 #: ``particles (S, d) ↦ log p(y_k | w^i)`` for every particle, shape ``(S,)``.
 LogLikelihood = Callable[[np.ndarray], np.ndarray]
+#: ``particles (S, d) ↦ (log π(w^i), ∇ log π(w^i))``, shapes ``(S,)`` and ``(S, d)``.
+LogDensityGrad = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 class DegenerateWeightsError(FloatingPointError):
@@ -336,6 +342,113 @@ def particle_step(
     return ParticleState(particles, log_weights), ParticleInfo(
         log_evidence, ess, bool(resampled), ancestors
     )
+
+
+class MoveInfo(NamedTuple):
+    """What one :func:`hamiltonian_move` did."""
+
+    acceptance: float
+    """Mean acceptance probability ``min(1, exp(-ΔH))`` over particles and transitions."""
+    n_divergent: int
+    """Trajectories that met a non-finite value or an energy error above the limit (rejected)."""
+
+
+def hamiltonian_move(
+    particles: np.ndarray,
+    log_density_grad: LogDensityGrad,
+    rng: np.random.Generator,
+    *,
+    step_size: float,
+    n_leapfrog: int,
+    n_transitions: int,
+    alpha: float,
+    inverse_mass: np.ndarray,
+    max_energy_error: float = 1000.0,
+) -> tuple[np.ndarray, MoveInfo]:
+    """Rejuvenate a cloud by Neal's (1993) stochastic dynamics, every particle at once.
+
+    Each particle runs its own chain of ``n_transitions`` transitions that leave ``π``
+    invariant: partial momentum refreshment ``p ← α p + (1 − α²)^½ n`` (Eq. 16), ``n_leapfrog``
+    leapfrog steps (Eq. 15) and a Metropolis test on the energy error, with the momentum negated
+    on rejection (the exact, generalised-HMC form). The momentum starts fresh at every call, so
+    the move is a valid resample-move kernel (Gilks and Berzuini 2001) whatever ``step_size``
+    and ``inverse_mass`` were chosen from the cloud before it. All particles go through
+    ``log_density_grad`` together: one call per leapfrog step.
+
+    Parameters
+    ----------
+    particles : ndarray, shape (S, d)
+    log_density_grad : callable
+        ``(S, d) ↦ (log π, ∇ log π)`` for the whole cloud.
+    rng : numpy.random.Generator
+    step_size : float
+        ``ε``.
+    n_leapfrog, n_transitions : int
+    alpha : float
+        Momentum persistence in ``[0, 1)``; 0 is plain HMC.
+    inverse_mass : ndarray, shape (d,) or (d, d)
+        ``M⁻¹``, or its diagonal: e.g. the cloud's covariance or variances, so that ``ε`` is
+        scale-free (a dense one also undoes correlations, which otherwise lower the leapfrog's
+        stability limit on ``ε``).
+    max_energy_error : float, default 1000
+        ``|ΔH|`` above which a trajectory counts as divergent.
+
+    Returns
+    -------
+    particles : ndarray, shape (S, d)
+    info : MoveInfo
+    """
+    inverse_mass = np.asarray(inverse_mass, dtype=float)
+    if inverse_mass.ndim == 1:
+        momentum_factor = np.diag(1.0 / np.sqrt(inverse_mass))
+
+        def velocity(momentum: np.ndarray) -> np.ndarray:
+            return momentum * inverse_mass
+
+    else:
+        # Rows p = z L⁻¹ with M⁻¹ = L Lᵀ have covariance L⁻ᵀ L⁻¹ = M.
+        momentum_factor = np.linalg.inv(np.linalg.cholesky(inverse_mass))
+
+        def velocity(momentum: np.ndarray) -> np.ndarray:
+            return momentum @ inverse_mass
+
+    def draw_momentum() -> np.ndarray:
+        return rng.standard_normal(particles.shape) @ momentum_factor
+
+    def kinetic_energy(momentum: np.ndarray) -> np.ndarray:
+        return 0.5 * np.sum(momentum * velocity(momentum), axis=1)
+
+    def trajectory_density(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        logp, grad = log_density_grad(q)
+        return logp, grad, None
+
+    logp, grad = log_density_grad(particles)
+    state = PhaseState(particles, draw_momentum(), np.asarray(logp, dtype=float), grad)
+    acceptance = 0.0
+    n_divergent = 0
+    for _ in range(n_transitions):
+        state = state._replace(momentum=refresh_momentum(state.momentum, alpha, draw_momentum()))
+        # Diverging trajectories overflow; they are detected from the energy error below.
+        with np.errstate(all="ignore"):
+            energy_start = -state.logp + kinetic_energy(state.momentum)
+            end, _ = leapfrog(state, step_size, n_leapfrog, trajectory_density, velocity)
+            energy_error = -end.logp + kinetic_energy(end.momentum) - energy_start
+        divergent = ~np.isfinite(energy_error) | (np.abs(energy_error) > max_energy_error)
+        accept_stat = np.where(divergent, 0.0, np.exp(-np.maximum(energy_error, 0.0)))
+        accept = rng.random(len(accept_stat)) < accept_stat
+        keep = accept[:, None]
+        momentum = np.where(keep, end.momentum, -state.momentum)
+        # A divergent trajectory says nothing about the momentum: draw a fresh one.
+        momentum = np.where(divergent[:, None], draw_momentum(), momentum)
+        state = PhaseState(
+            np.where(keep, end.position, state.position),
+            momentum,
+            np.where(accept, end.logp, state.logp),
+            np.where(keep, end.grad, state.grad),
+        )
+        acceptance += float(np.mean(accept_stat))
+        n_divergent += int(np.count_nonzero(divergent))
+    return state.position, MoveInfo(acceptance / n_transitions, n_divergent)
 
 
 class KalmanState(NamedTuple):

@@ -147,13 +147,15 @@ def test_all_particles_impossible_is_a_recoverable_error(linear):
     assert filt.to_datatree()["filter_stats"].sizes["step"] == T - 1
 
 
-def test_resample_move_rejuvenates_a_static_cloud(linear):
+@pytest.mark.parametrize("move", ["metropolis", "dynamics"])
+def test_resample_move_rejuvenates_a_static_cloud(linear, move):
     model, X, y = linear
     kwargs = dict(particles=300, random_seed=4, progressbar=False)
     plain = ps.sample_sequential(model, {"X": X, "y": y}, **kwargs)
-    moved = ps.sample_sequential(model, {"X": X, "y": y}, move="metropolis", **kwargs)
+    moved = ps.sample_sequential(model, {"X": X, "y": y}, move=move, **kwargs)
     acceptance = moved["filter_stats"]["acceptance"].values
-    assert np.all((acceptance > 0.05) & (acceptance < 0.95))
+    assert np.all((acceptance > 0.05) & (acceptance < (0.95 if move == "metropolis" else 1.0)))
+    assert moved["filter_stats"]["move_divergences"].sum() == 0
     # Static weights (process_sd = 0): SIR alone can only lose distinct particles; the moves
     # restore them.
     distinct = [len(np.unique(i["posterior"]["w"].values[0, :, 0])) for i in (plain, moved)]
