@@ -49,6 +49,8 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
+from pymc_sfp.core.sfp import open_interval
+
 __all__ = [
     "CoordinateLayout",
     "LineEvaluator",
@@ -274,7 +276,7 @@ class CoordinateLayout:
         m = self.interval
         x[m] = self.lower[m] + (self.upper[m] - self.lower[m]) / (1.0 + np.exp(-q[m]))
         # Keep interval coordinates strictly inside the support, where the density is defined.
-        x[m] = np.clip(x[m], *_open_interval(self.lower[m], self.upper[m]))
+        x[m] = np.clip(x[m], *open_interval(self.lower[m], self.upper[m]))
         return x
 
     def log_jacobian(self, x: np.ndarray) -> float:
@@ -282,11 +284,6 @@ class CoordinateLayout:
         m = self.interval
         lo, hi = self.lower[m], self.upper[m]
         return float(np.sum(np.log(x[m] - lo) + np.log(hi - x[m]) - np.log(hi - lo)))
-
-
-def _open_interval(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    margin = 1e-12 * (upper - lower)
-    return lower + margin, upper - margin
 
 
 def constant_value(var, model: pm.Model) -> np.ndarray | None:
