@@ -4,17 +4,20 @@ any step method as the explorer of each tempered replica, as a PyMC step method.
 The numerics (swaps, index process, communication barrier, schedule, stepping stones) are the
 pure functions of :mod:`pymc_sfp.core.tempering`; this module adds what PyMC needs. The explorer
 is built once, on a view of the model whose log-density is ``prior + β · likelihood`` with a
-shared ``β`` (:func:`pymc_sfp.compile.tempered_model`): each rung sets ``β`` and its own copy of
-the explorer's sampling state (tuned step size, mass matrix, momentum, random generator) before
-the explorer takes its step, so one compiled explorer serves every rung (Pigeons.jl's explorer
-interface: any kernel invariant for the rung's tempered distribution).
+shared ``β`` (:func:`pymc_sfp.compile.tempered_model`). Each rung gets a clone of it that shares
+its compiled functions but owns its per-chain state (the fields of the step's PyMC sampling state:
+tuned step size, mass matrix, momentum, random generator), and sets ``β`` before it steps, so
+one compilation serves every rung (Pigeons.jl's explorer interface: any kernel invariant for the
+rung's tempered distribution).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -249,7 +252,6 @@ class ParallelTempering(ArrayStepShared):
             raise TypeError(
                 f"explorer must build a PyMC step method, got {type(self._explorer).__name__}"
             )
-        self._explorer_start = self._explorer.sampling_state
 
         self.initial_betas = schedule
         self.adapt_schedule = bool(adapt_schedule)
@@ -287,21 +289,22 @@ class ParallelTempering(ArrayStepShared):
         self.replicas = np.empty((0, 0))
         self.swap_record = init_swap_record(len(self.betas) - 1)
         self.index_process = init_index_process(len(self.betas))
-        self._explorer_states = self._fresh_explorer_states(len(self.betas), rng, tune, draws)
+        self._explorers = self._fresh_explorers(len(self.betas), rng, tune, draws)
         if not self.tune:
             self._stop_explorers()
         if self._prior_sampler is not None:
             reseed(self._prior_sampler[1], rng)
 
-    def _fresh_explorer_states(
+    def _fresh_explorers(
         self, n_chains: int, rng: np.random.Generator, tune: int, draws: int
     ) -> list:
-        states = []
+        """One clone of the (never stepped) explorer per rung, each with its own random stream."""
+        explorers = []
         for seed in rng.spawn(n_chains):
-            self._explorer.sampling_state = self._explorer_start
-            self._explorer.setup_chain(np.random.default_rng(seed), tune, draws)
-            states.append(self._explorer.sampling_state)
-        return states
+            explorer = _clone_step(self._explorer)
+            explorer.setup_chain(np.random.default_rng(seed), tune, draws)
+            explorers.append(explorer)
+        return explorers
 
     def reset_tuning(self) -> None:
         self.tune = True
@@ -330,10 +333,8 @@ class ParallelTempering(ArrayStepShared):
         self.index_process = self.index_process._replace(round_trips=0)
 
     def _stop_explorers(self) -> None:
-        for k, state in enumerate(self._explorer_states):
-            self._explorer.sampling_state = state
-            self._explorer.stop_tuning()
-            self._explorer_states[k] = self._explorer.sampling_state
+        for explorer in self._explorers:
+            explorer.stop_tuning()
 
     # -- one draw ------------------------------------------------------------------------------
 
@@ -384,12 +385,10 @@ class ParallelTempering(ArrayStepShared):
         return RaveledVars(self.replicas[-1].copy(), info), [stats]
 
     def _explore(self, k: int, beta: float, q: np.ndarray, info) -> np.ndarray:
-        """One step of the explorer for rung ``k`` (its own state) at ``β``."""
+        """One step of the explorer of rung ``k`` at ``β``."""
         self._beta.set_value(np.float64(beta))
-        self._explorer.sampling_state = self._explorer_states[k]
         point = DictToArrayBijection.rmap(RaveledVars(q, info))
-        new_point, _ = self._explorer.step(point)
-        self._explorer_states[k] = self._explorer.sampling_state
+        new_point, _ = self._explorers[k].step(point)
         return DictToArrayBijection.map({name: new_point[name] for name, *_ in info}).data
 
     @staticmethod
@@ -421,9 +420,7 @@ class ParallelTempering(ArrayStepShared):
             # explorers start afresh (their tuning restarts on the new rungs).
             nearest = np.abs(barrier(betas)[:, None] - barrier.cumulative[None, :]).argmin(1)
             self.replicas = self.replicas[nearest]
-            self._explorer_states = self._fresh_explorer_states(
-                n_chains, self.rng, self.n_tune, self.n_draws
-            )
+            self._explorers = self._fresh_explorers(n_chains, self.rng, self.n_tune, self.n_draws)
             self.index_process = init_index_process(n_chains)
         self.betas = betas
         self.swap_record = init_swap_record(n_chains - 1)
@@ -447,6 +444,20 @@ class ParallelTempering(ArrayStepShared):
     @staticmethod
     def _make_progressbar_update_functions():
         return progressbar_updates(_PROGRESS_FIELDS)
+
+
+def _clone_step(step: Any) -> Any:
+    """A copy of a step method that shares its compiled functions but owns its per-chain state:
+    the attributes its PyMC sampling state declares (deep copies; the sub-steps of a
+    ``CompoundStep`` are cloned in turn). Stepping the clone leaves ``step`` untouched."""
+    clone = copy.copy(step)
+    if isinstance(step, CompoundStep):
+        clone.methods = [_clone_step(method) for method in step.methods]
+        return clone
+    for field in fields(step._state_class):
+        if not field.metadata.get("tensor_name", False) and hasattr(step, field.name):
+            setattr(clone, field.name, copy.deepcopy(getattr(step, field.name)))
+    return clone
 
 
 def _round_ends(n_tune: int) -> set[int]:
