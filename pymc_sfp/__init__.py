@@ -9,6 +9,10 @@ StochasticDynamics
 ReplicaExchangeDynamics
     The same dynamics on a ladder of tempered likelihoods with replica exchange, for
     multimodal posteriors.
+ParallelTempering, tempering_log_evidence, LogEvidence, RoundTripWarning
+    Non-reversible parallel tempering from the prior to the posterior (Syed et al. 2022) with
+    any step method as the explorer of each tempered replica, an adaptive schedule and number
+    of chains; the stepping-stone log evidence of its run. Numerics in ``core.tempering``.
 sfp_marginals
     Rao–Blackwellised marginals (Berrones Eq. 7) from the DataTree an ``SFPStep`` run returns.
 simulation_based_calibration
@@ -40,7 +44,15 @@ from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
 from pymc_sfp.smc import DegenerateWeightsError, SequentialFilter, sample_sequential
-from pymc_sfp.step_methods import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
+from pymc_sfp.step_methods import (
+    LogEvidence,
+    ParallelTempering,
+    ReplicaExchangeDynamics,
+    RoundTripWarning,
+    SFPStep,
+    StochasticDynamics,
+    tempering_log_evidence,
+)
 from pymc_sfp.variational import (
     TAP,
     MixtureADVI,
@@ -54,10 +66,13 @@ __all__ = [
     "TAP",
     "DegenerateWeightsError",
     "IncrementalSFP",
+    "LogEvidence",
     "Marginal",
     "MixtureADVI",
     "MixtureApproximation",
+    "ParallelTempering",
     "ReplicaExchangeDynamics",
+    "RoundTripWarning",
     "SBCResult",
     "SFPStep",
     "SequentialFilter",
@@ -75,5 +90,6 @@ __all__ = [
     "simulation_based_calibration",
     "smc",
     "tap_model",
+    "tempering_log_evidence",
 ]
 __version__ = "0.1.0.dev0"

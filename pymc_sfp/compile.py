@@ -7,6 +7,10 @@ functions compiled from it are
 
 * :func:`compile_logp_dlogp`: log-density and gradient (the dynamics);
 * :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
+* :func:`compile_log_likelihood`: prior and likelihood at a point, without gradients (swaps);
+* :func:`compile_prior_sampler`: exact joint draws of the prior, raveled (tempering's reference);
+* :func:`tempered_model`: a view of the model whose log-density is ``prior + β · likelihood`` with a
+  shared ``β``, for any step method to be built on (parallel tempering's explorers);
 * :func:`compile_batched_logp`: the log-density at each row of a matrix of points (ELBOs);
 * :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP);
 * :class:`ParticleEvaluator`: a model's Gaussian observation of streamed data for a whole
@@ -57,14 +61,17 @@ __all__ = [
     "ParticleEvaluator",
     "StepGraph",
     "compile_batched_logp",
+    "compile_log_likelihood",
     "compile_logp_dlogp",
     "compile_prior_likelihood",
+    "compile_prior_sampler",
     "constant_value",
     "coordinate_layout",
     "likelihood_terms",
     "random_generators",
     "reseed",
     "step_graph",
+    "tempered_model",
     "warm_up",
 ]
 
@@ -203,6 +210,102 @@ def compile_prior_likelihood(
         return float(prior), float(likelihood), d_prior, d_likelihood
 
     return prior_likelihood
+
+
+def compile_log_likelihood(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], tuple[float, float]]:
+    """``x ↦ (prior, likelihood)`` as :func:`compile_prior_likelihood`, without gradients (what a
+    swap between tempered replicas needs). Warmed up at ``graph.start``."""
+    model = graph.model
+    (prior, likelihood), flat = graph.join(
+        [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
+    )
+    function = _compile([flat], [prior, likelihood], compile_kwargs)
+    warm_up(function, graph.start)
+
+    def log_likelihood(x: np.ndarray) -> tuple[float, float]:
+        prior, likelihood = function(x)
+        return float(prior), float(likelihood)
+
+    return log_likelihood
+
+
+def compile_prior_sampler(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> tuple[Callable[[], np.ndarray], list[SharedVariable]] | None:
+    """Exact joint draws of the prior of the step's variables, raveled in the step's order.
+
+    Each free variable is drawn from the model's generative graph (as ``pm.sample_smc`` draws its
+    first population) and mapped to its value (unconstrained) space by its transform. ``None``
+    where that would not be a draw of the prior density the model evaluates: a variable with no
+    random method (``pm.Flat``, a ``CustomDist`` without ``random``), or with a transform other
+    than its default (e.g. ``ordered``), which constrains the density beyond the support.
+
+    Returns
+    -------
+    draw : callable
+        ``() ↦`` a float64 vector.
+    generators : list of SharedVariable
+        Its random generators, to be re-seeded per chain with :func:`reseed`.
+    """
+    from pymc.distributions.transforms import _default_transform
+
+    model = graph.model
+    values = []
+    for value_var in graph.value_vars:
+        rv = model.values_to_rvs[value_var]
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is not None:
+            default = _default_transform(rv.owner.op, rv)
+            if type(default) is not type(transform):
+                return None
+        value = rv if transform is None else transform.forward(rv, *rv.owner.inputs)
+        values.append(pt.cast(pt.flatten(value), "float64"))
+    try:
+        function = pm_compile([], [pt.concatenate(values)], **dict(compile_kwargs or {}))
+        warm_up(function)
+    except NotImplementedError:
+        return None
+    generators = [var for var in function.get_shared() if isinstance(var.type, RandomGeneratorType)]
+
+    def draw() -> np.ndarray:
+        return function()[0]
+
+    return draw, generators
+
+
+def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
+    """A view of ``model`` whose log-density is ``prior + β · likelihood``.
+
+    The view shares every variable, value and transform with ``model``; only its ``logp``
+    differs: the terms of :func:`likelihood_terms` are multiplied by the shared scalar ``beta``.
+    Any step method built on the view (``Step(model=view)``; PyMC's steps compile
+    ``model.logp()``, ours go through this module) samples the tempered density, and setting
+    ``beta`` moves every function compiled from it along the path without recompiling.
+    """
+    view = object.__new__(type(model))
+    view.__dict__.update(model.__dict__)
+    tempered = set(likelihood_terms(model))
+
+    def logp(vars=None, jacobian: bool = True, sum: bool = True):
+        if vars is None:
+            varlist = model.free_RVs + model.observed_RVs + model.potentials
+        elif isinstance(vars, list | tuple):
+            varlist = list(vars)
+        else:
+            varlist = [vars]
+        factors = model.logp(varlist, jacobian=jacobian, sum=False)
+        factors = [
+            beta * factor if model.values_to_rvs.get(var, var) in tempered else factor
+            for var, factor in zip(varlist, factors, strict=True)
+        ]
+        if not sum:
+            return factors
+        return pt.stack([pt.sum(factor) for factor in factors]).sum()
+
+    view.logp = logp
+    return view
 
 
 def random_generators(graph: StepGraph) -> list[SharedVariable]:

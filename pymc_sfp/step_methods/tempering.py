@@ -1,0 +1,521 @@
+"""``ParallelTempering``: non-reversible parallel tempering from the prior to the posterior, with
+any step method as the explorer of each tempered replica, as a PyMC step method.
+
+The numerics (swaps, index process, communication barrier, schedule, stepping stones) are the
+pure functions of :mod:`pymc_sfp.core.tempering`; this module adds what PyMC needs. The explorer
+is built once, on a view of the model whose log-density is ``prior + β · likelihood`` with a
+shared ``β`` (:func:`pymc_sfp.compile.tempered_model`). Each rung gets a clone of it that shares
+its compiled functions but owns its per-chain state (the fields of the step's PyMC sampling state:
+tuned step size, mass matrix, momentum, random generator), and sets ``β`` before it steps, so
+one compilation serves every rung (Pigeons.jl's explorer interface: any kernel invariant for the
+rung's tempered distribution).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, NamedTuple
+
+import numpy as np
+import pymc as pm
+import pytensor
+from pymc.blocking import DictToArrayBijection, RaveledVars, StatsType
+from pymc.distributions.continuous import FlatRV, HalfFlatRV
+from pymc.step_methods.arraystep import ArrayStepShared
+from pymc.step_methods.compound import BlockedStep, CompoundStep
+from pymc.util import get_value_vars_from_user_vars
+
+from pymc_sfp._validation import check_int_at_least
+from pymc_sfp.compile import (
+    compile_log_likelihood,
+    compile_prior_sampler,
+    likelihood_terms,
+    reseed,
+    step_graph,
+    tempered_model,
+)
+from pymc_sfp.core.dynamics import swap_neighbours
+from pymc_sfp.core.tempering import (
+    EvidenceEstimate,
+    check_schedule,
+    communication_barrier,
+    init_index_process,
+    init_swap_record,
+    optimal_schedule,
+    recommended_n_chains,
+    record_swaps,
+    stepping_stone,
+    uniform_schedule,
+    update_index_process,
+)
+from pymc_sfp.step_methods._common import ProgressField, progressbar_config, progressbar_updates
+from pymc_sfp.step_methods.dynamics import StochasticDynamics
+
+__all__ = ["LogEvidence", "ParallelTempering", "RoundTripWarning", "tempering_log_evidence"]
+
+_PROGRESS_FIELDS: tuple[ProgressField, ...] = (
+    ("n_chains", "Chains", "d", 0),
+    ("barrier", "Barrier", ".2f", 0.0),
+    ("round_trips", "Round trips", "d", 0),
+)
+
+#: Tuning draws of the first adaptation round; rounds then double in length (Pigeons.jl).
+FIRST_ROUND = 16
+
+
+class RoundTripWarning(UserWarning):
+    """Too few round trips between prior and posterior to trust the weights of separated modes."""
+
+
+class ParallelTempering(ArrayStepShared):
+    r"""Non-reversible parallel tempering on the path from the prior to the posterior.
+
+    ``K`` replicas target ``π_β(x) ∝ p(x) p(y | x)^β`` on a schedule ``0 = β_0 < … < β_{K-1} = 1``
+    (Syed et al. 2022). Each draw, every replica takes one step of the *explorer* for its own
+    ``β``; the replica at ``β = 0`` is instead drawn exactly from the prior when the prior can be
+    forward-sampled (as ``pm.sample_smc`` draws its first population). Then neighbours propose to
+    exchange states, even pairs and odd pairs alternately (the non-reversible DEO scheme, Sec. 3),
+    so that a fresh prior draw travels up the ladder without a random walk. The draws are the
+    states of the replica at ``β = 1``.
+
+    During tuning, the schedule is adapted at the end of rounds of doubling length (16, 32, 64, …
+    draws, until half of the tuning draws): the rejection rates of the round estimate the
+    communication barrier ``Λ(β)`` (Eq. 17–18), and the new schedule splits it evenly (Eq. 30).
+    The number of replicas is set to about ``2Λ`` (within ``[min_chains, max_chains]``). The
+    second half of tuning lets every replica's explorer adapt to the final schedule.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Must be every free variable of the model (the default): tempering one block of a
+        ``CompoundStep`` would make the hot replicas' targets depend on the other blocks.
+    explorer : step class or callable, optional
+        Builds the explorer as ``explorer(vars=..., model=..., initial_point=...,
+        compile_kwargs=..., **explorer_kwargs)``, like any PyMC step: e.g.
+        :class:`~pymc_sfp.StochasticDynamics` (the default, with ``n_leapfrog=5``),
+        :class:`~pymc_sfp.SFPStep`, ``pm.Slice`` or ``pm.Metropolis``, or a
+        ``functools.partial`` of one. It must declare its per-chain state (PyMC's
+        ``sampling_state``), as PyMC's and this package's steps do.
+    explorer_kwargs : dict, optional
+        Keyword arguments of ``explorer``.
+    n_chains : int, default 8
+        ``K`` at the start (or throughout, with ``adapt_n_chains=False``); ``>= 2``.
+    betas : array, optional
+        An explicit starting schedule instead of the uniform one of ``n_chains`` rungs:
+        strictly increasing from 0 to 1.
+    adapt_schedule : bool, default True
+        Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
+    adapt_n_chains : bool, default True
+        Let ``K`` follow the barrier estimate (``adapt_schedule`` must be on).
+    min_chains, max_chains : int, default 4 and 32
+        The range of ``K`` when it adapts. ``max_chains`` also sizes the per-rung stats.
+    prior_draws : bool, optional
+        Draw the ``β = 0`` replica exactly from the prior. Default: when the prior can be
+        forward-sampled (:func:`pymc_sfp.compile.compile_prior_sampler`), else explore it.
+        ``True`` makes it an error if it cannot.
+    min_round_trips : int, default 10
+        Warn (:class:`RoundTripWarning`) when a chain completes fewer round trips after tuning.
+    model, rng, initial_point, compile_kwargs, blocked :
+        As for PyMC's steps.
+
+    Notes
+    -----
+    *The reference.* The prior must be proper (no ``pm.Flat``/``pm.HalfFlat``): it is the
+    ``β = 0`` replica. The likelihood is the model's observed variables and ``pm.Potential``
+    terms, the prior everything else (with the transforms' Jacobians).
+
+    *How many round trips.* A round trip is a replica's journey from the prior to the posterior
+    and back (Sec. 3.4). Each one carries a fresh, independent draw of the prior to the posterior,
+    so the weights of modes the explorers cannot cross between are estimated from roughly that
+    many independent visits: with 10 round trips a mode weight of 0.3 is uncertain by about
+    ±0.15. Their rate is at most ``1 / (2 + 2Λ)`` per draw (Theorem 1): a barrier ``Λ`` of 5 costs
+    at least 12 draws per round trip, whatever ``K``.
+
+    *Evidence.* :func:`tempering_log_evidence` computes the stepping-stone estimate of
+    ``log p(y)`` from the stats ``log_likelihoods`` and ``betas``.
+
+    Sample stats (per-rung vectors padded with NaN up to ``max_chains``, coldest last):
+    ``betas`` (the schedule), ``log_likelihoods`` (``ℓ`` of each rung's state after the swaps),
+    ``swap_accept`` (acceptance probability of each pair, NaN if not proposed in that draw),
+    ``n_chains``, ``barrier`` (the ``Λ`` estimate: of the last tuning round during tuning,
+    then of the swaps since tuning ended), ``round_trips`` (completed since tuning ended;
+    since the last schedule change during tuning), ``model_logp``.
+
+    References
+    ----------
+    .. [1] Syed, S., Bouchard-Côté, A., Deligiannidis, G. and Doucet, A. (2022). Non-reversible
+       parallel tempering: a scalable highly parallel MCMC scheme. JRSS-B 84(2), 321–350.
+    .. [2] Surjanovic, N., Biron-Lattes, M., Tiede, P., Syed, S., Campbell, T. and
+       Bouchard-Côté, A. (2023). Pigeons.jl: distributed sampling from intractable distributions.
+    """
+
+    name = "parallel_tempering"
+    default_blocked = True
+    stats_dtypes_shapes: dict[str, tuple[Any, list]] = {
+        "n_chains": (np.dtype(np.int64), []),
+        "barrier": (np.dtype(np.float64), []),
+        "round_trips": (np.dtype(np.int64), []),
+        "model_logp": (np.dtype(np.float64), []),
+    }
+
+    def __init__(
+        self,
+        vars: Sequence | None = None,
+        *,
+        explorer: Callable[..., BlockedStep] | None = None,
+        explorer_kwargs: Mapping[str, Any] | None = None,
+        n_chains: int = 8,
+        betas: Sequence[float] | None = None,
+        adapt_schedule: bool = True,
+        adapt_n_chains: bool = True,
+        min_chains: int = 4,
+        max_chains: int = 32,
+        prior_draws: bool | None = None,
+        min_round_trips: int = 10,
+        model: pm.Model | None = None,
+        rng: Any = None,
+        initial_point: dict | None = None,
+        compile_kwargs: dict | None = None,
+        blocked: bool = True,
+        **kwargs: Any,
+    ):
+        model = pm.modelcontext(model)
+        if kwargs:
+            raise TypeError(f"ParallelTempering got unexpected keyword arguments: {sorted(kwargs)}")
+        max_chains = check_int_at_least(max_chains, 2, "max_chains")
+        min_chains = check_int_at_least(min_chains, 2, "min_chains")
+        if min_chains > max_chains:
+            raise ValueError(f"min_chains ({min_chains}) must not exceed max_chains ({max_chains})")
+        if betas is None:
+            schedule = uniform_schedule(check_int_at_least(n_chains, 2, "n_chains"))
+        else:
+            schedule = check_schedule(betas)
+        if len(schedule) > max_chains:
+            raise ValueError(
+                f"the starting schedule has {len(schedule)} rungs, more than max_chains="
+                f"{max_chains}; raise max_chains or give fewer"
+            )
+        self.min_round_trips = check_int_at_least(min_round_trips, 0, "min_round_trips")
+        if not likelihood_terms(model):
+            raise ValueError(
+                "the model has no observed variables or potentials: there is no likelihood to "
+                "temper"
+            )
+        value_vars = (
+            list(model.value_vars)
+            if vars is None
+            else get_value_vars_from_user_vars(
+                [model[v] if isinstance(v, str) else v for v in vars], model
+            )
+        )
+        missing = sorted({v.name for v in model.value_vars} - {v.name for v in value_vars})
+        if missing:
+            raise ValueError(
+                "ParallelTempering must sample every free variable of the model (tempering one "
+                f"block of a CompoundStep is not exact); it would not sample {missing}"
+            )
+        improper = [
+            rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)
+        ]
+        if improper:
+            raise ValueError(
+                f"the prior is improper ({improper} are pm.Flat/pm.HalfFlat): parallel tempering "
+                "starts from the prior (β = 0); give them proper priors, e.g. a wide pm.Uniform"
+            )
+        graph = step_graph(model, value_vars, initial_point)
+        self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
+        self._prior_sampler = None
+        if prior_draws is None or prior_draws:
+            self._prior_sampler = compile_prior_sampler(graph, compile_kwargs)
+            if prior_draws and self._prior_sampler is None:
+                raise ValueError(
+                    "prior_draws=True, but the prior cannot be drawn from exactly (a variable "
+                    "without a random method, or with a non-default transform)"
+                )
+
+        # One explorer for every rung, on the tempered view of the model: β is shared.
+        self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
+        if explorer is None:
+            explorer = functools.partial(StochasticDynamics, n_leapfrog=5)
+        self._explorer = explorer(
+            vars=value_vars,
+            model=tempered_model(model, self._beta),
+            initial_point=graph.initial_point,
+            compile_kwargs=compile_kwargs,
+            **dict(explorer_kwargs or {}),
+        )
+        if not isinstance(self._explorer, BlockedStep | CompoundStep):
+            raise TypeError(
+                f"explorer must build a PyMC step method, got {type(self._explorer).__name__}"
+            )
+
+        self.initial_betas = schedule
+        self.adapt_schedule = bool(adapt_schedule)
+        self.adapt_n_chains = bool(adapt_n_chains) and self.adapt_schedule
+        self.min_chains, self.max_chains = min_chains, max_chains
+        self.stats_dtypes_shapes = {
+            **type(self).stats_dtypes_shapes,
+            # Vectors are object stats for PyMC's NDArray backend; the leading length-1 axis
+            # (see astep) makes its stacking over draws give (draw, rung).
+            "betas": (object, [max_chains]),
+            "log_likelihoods": (object, [max_chains]),
+            "swap_accept": (object, [max_chains - 1]),
+        }
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in self.stats_dtypes_shapes.items()}]
+        super().__init__(value_vars, graph.shared, blocked=blocked, rng=rng)
+        self.tune = True
+        self._reset_chain(self.rng, tune=0, draws=0)
+
+    # -- per-chain state ---------------------------------------------------------------------
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        super().setup_chain(rng, tune, draws)
+        self._reset_chain(self.rng, tune, draws)
+
+    def _reset_chain(self, rng: np.random.Generator, tune: int, draws: int) -> None:
+        """Everything a chain changes, from scratch (PyMC may reuse the step for the next
+        chain); the random streams of the explorers and the prior draws come from ``rng``."""
+        self.n_tune, self.n_draws = int(tune), int(draws)
+        self.tune = tune > 0
+        self.betas = self.initial_betas.copy()
+        self.round_ends = _round_ends(self.n_tune) if self.adapt_schedule else set()
+        self.n_rounds = 0
+        self.draws_done = 0
+        self.barrier = float("nan")
+        self.replicas = np.empty((0, 0))
+        self.swap_record = init_swap_record(len(self.betas) - 1)
+        self.index_process = init_index_process(len(self.betas))
+        self._explorers = self._fresh_explorers(len(self.betas), rng, tune, draws)
+        if not self.tune:
+            self._stop_explorers()
+        if self._prior_sampler is not None:
+            reseed(self._prior_sampler[1], rng)
+
+    def _fresh_explorers(
+        self, n_chains: int, rng: np.random.Generator, tune: int, draws: int
+    ) -> list:
+        """One clone of the (never stepped) explorer per rung, each with its own random stream."""
+        explorers = []
+        for seed in rng.spawn(n_chains):
+            explorer = _clone_step(self._explorer)
+            explorer.setup_chain(np.random.default_rng(seed), tune, draws)
+            explorers.append(explorer)
+        return explorers
+
+    def reset_tuning(self) -> None:
+        self.tune = True
+
+    def stop_tuning(self) -> None:
+        if not self.tune:
+            return
+        self.tune = False
+        self._stop_explorers()
+        rates = self.swap_record.rejection_rates
+        if self.n_draws and np.all(np.isfinite(rates)):
+            # Theorem 1: DEO makes (2 + 2 Σ r / (1 − r))⁻¹ round trips per draw.
+            odds = np.sum(rates / np.maximum(1.0 - rates, 1e-12))
+            expected = self.n_draws / (2.0 + 2.0 * odds)
+            if expected < self.min_round_trips:
+                warnings.warn(
+                    f"ParallelTempering: at the tuned schedule ({len(self.betas)} chains, "
+                    f"barrier Λ ≈ {self.barrier:.2f}) the {self.n_draws} draws are expected to "
+                    f"make only {expected:.1f} round trips between prior and posterior (fewer "
+                    f"than min_round_trips={self.min_round_trips}); mode weights will be "
+                    "unreliable: draw more, or raise max_chains if the swap rates are low",
+                    RoundTripWarning,
+                    stacklevel=2,
+                )
+        self.swap_record = init_swap_record(len(self.betas) - 1)
+        self.index_process = self.index_process._replace(round_trips=0)
+
+    def _stop_explorers(self) -> None:
+        for explorer in self._explorers:
+            explorer.stop_tuning()
+
+    # -- one draw ------------------------------------------------------------------------------
+
+    def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
+        info = q0.point_map_info
+        n_chains = len(self.betas)
+        if self.replicas.shape[0] != n_chains:
+            self.replicas = np.tile(np.asarray(q0.data, dtype=np.float64), (n_chains, 1))
+        self.replicas[-1] = q0.data
+        terms = np.empty((n_chains, 2))
+        for k, beta in enumerate(self.betas):
+            if k == 0 and self._prior_sampler is not None:
+                self.replicas[0] = self._prior_sampler[0]()
+            else:
+                self.replicas[k] = self._explore(k, beta, self.replicas[k], info)
+            terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
+        if not np.all(np.isfinite(terms)):
+            bad = np.flatnonzero(~np.all(np.isfinite(terms), axis=1)).tolist()
+            raise pm.exceptions.SamplingError(
+                f"ParallelTempering: the prior or likelihood is not finite at the states of "
+                f"rungs {bad} (β = {self.betas[bad]})"
+            )
+        order, swap_accept = swap_neighbours(
+            terms[:, 1], self.betas, self.n_rounds % 2, self.rng.uniform
+        )
+        self.replicas, terms = self.replicas[order], terms[order]
+        self.n_rounds += 1
+        self.swap_record = record_swaps(self.swap_record, swap_accept)
+        self.index_process = update_index_process(self.index_process, order)
+        betas = self.betas
+        if self.tune:
+            if self.n_rounds in self.round_ends:
+                self._adapt()
+        else:
+            self._update_barrier()
+            self.draws_done += 1
+            if self.draws_done == self.n_draws:
+                self._warn_round_trips()
+        stats = {
+            "n_chains": n_chains,
+            "barrier": self.barrier,
+            "round_trips": self.index_process.round_trips,
+            "model_logp": float(terms[-1].sum()),
+            "betas": self._padded(betas, self.max_chains),
+            "log_likelihoods": self._padded(terms[:, 1], self.max_chains),
+            "swap_accept": self._padded(swap_accept, self.max_chains - 1),
+        }
+        return RaveledVars(self.replicas[-1].copy(), info), [stats]
+
+    def _explore(self, k: int, beta: float, q: np.ndarray, info) -> np.ndarray:
+        """One step of the explorer of rung ``k`` at ``β``."""
+        self._beta.set_value(np.float64(beta))
+        point = DictToArrayBijection.rmap(RaveledVars(q, info))
+        new_point, _ = self._explorers[k].step(point)
+        return DictToArrayBijection.map({name: new_point[name] for name, *_ in info}).data
+
+    @staticmethod
+    def _padded(values: np.ndarray, size: int) -> np.ndarray:
+        out = np.full((1, size), np.nan)
+        out[0, : len(values)] = values
+        return out
+
+    # -- adaptation ------------------------------------------------------------------------------
+
+    def _update_barrier(self) -> None:
+        rates = self.swap_record.rejection_rates
+        if np.all(np.isfinite(rates)):
+            self.barrier = communication_barrier(self.betas, rates).total
+
+    def _adapt(self) -> None:
+        """End of a tuning round: the schedule (and the number of chains) from its swaps."""
+        rates = self.swap_record.rejection_rates
+        if not np.all(np.isfinite(rates)):
+            return
+        barrier = communication_barrier(self.betas, rates)
+        self.barrier = barrier.total
+        n_chains = len(self.betas)
+        if self.adapt_n_chains:
+            n_chains = recommended_n_chains(barrier.total, self.min_chains, self.max_chains)
+        betas = optimal_schedule(barrier, n_chains)
+        if n_chains != len(self.betas):
+            # Each new rung starts from the state of the old rung nearest in barrier; the
+            # explorers start afresh (their tuning restarts on the new rungs).
+            nearest = np.abs(barrier(betas)[:, None] - barrier.cumulative[None, :]).argmin(1)
+            self.replicas = self.replicas[nearest]
+            self._explorers = self._fresh_explorers(n_chains, self.rng, self.n_tune, self.n_draws)
+            self.index_process = init_index_process(n_chains)
+        self.betas = betas
+        self.swap_record = init_swap_record(n_chains - 1)
+
+    def _warn_round_trips(self) -> None:
+        trips = self.index_process.round_trips
+        if trips < self.min_round_trips:
+            warnings.warn(
+                f"ParallelTempering: a chain completed only {trips} round trips between prior "
+                f"and posterior in {self.n_draws} draws (min_round_trips="
+                f"{self.min_round_trips}; barrier Λ ≈ {self.barrier:.2f}, {len(self.betas)} "
+                "chains): the weights of separated modes rest on few independent visits",
+                RoundTripWarning,
+                stacklevel=2,
+            )
+
+    @staticmethod
+    def _progressbar_config(n_chains=1):
+        return progressbar_config(_PROGRESS_FIELDS, n_chains)
+
+    @staticmethod
+    def _make_progressbar_update_functions():
+        return progressbar_updates(_PROGRESS_FIELDS)
+
+
+def _clone_step(step: Any) -> Any:
+    """A copy of a step method that shares its compiled functions but owns its per-chain state:
+    the attributes its PyMC sampling state declares (deep copies; the sub-steps of a
+    ``CompoundStep`` are cloned in turn). Stepping the clone leaves ``step`` untouched."""
+    clone = copy.copy(step)
+    if isinstance(step, CompoundStep):
+        clone.methods = [_clone_step(method) for method in step.methods]
+        return clone
+    for field in fields(step._state_class):
+        if not field.metadata.get("tensor_name", False) and hasattr(step, field.name):
+            setattr(clone, field.name, copy.deepcopy(getattr(step, field.name)))
+    return clone
+
+
+def _round_ends(n_tune: int) -> set[int]:
+    """Ends of tuning rounds of doubling length, 16, 16 + 32, …, within the first half."""
+    ends, end, length = set(), 0, FIRST_ROUND
+    while end + length <= n_tune // 2:
+        end += length
+        ends.add(end)
+        length *= 2
+    return ends
+
+
+class LogEvidence(NamedTuple):
+    """The stepping-stone estimate of ``log p(y)`` from a :class:`ParallelTempering` run."""
+
+    log_evidence: float
+    standard_error: float
+    per_chain: tuple[EvidenceEstimate, ...]
+
+
+def tempering_log_evidence(idata: Any) -> LogEvidence:
+    """The stepping-stone log evidence of a :class:`ParallelTempering` run, with its standard
+    error (:func:`pymc_sfp.core.tempering.stepping_stone`, one estimate per chain, averaged).
+
+    Parameters
+    ----------
+    idata : DataTree
+        What ``pm.sample`` returned; reads ``sample_stats`` ``betas`` and ``log_likelihoods``
+        of the draws after tuning (the schedule is fixed there).
+
+    Raises
+    ------
+    ValueError
+        If the stats are missing (not a ``ParallelTempering`` run) or a chain's schedule changes
+        within the draws (tuning draws kept with ``discard_tuned_samples=False``).
+    """
+    try:
+        stats = idata["sample_stats"]
+        betas = np.asarray(stats["betas"].values, dtype=float)
+        ell = np.asarray(stats["log_likelihoods"].values, dtype=float)
+    except KeyError:
+        raise ValueError(
+            "idata has no sample_stats betas/log_likelihoods: pass the result of pm.sample with "
+            "step=ParallelTempering(...)"
+        ) from None
+    estimates = []
+    for chain in range(betas.shape[0]):
+        rungs = ~np.isnan(betas[chain, 0])
+        schedule = betas[chain][:, rungs]
+        if not np.all(schedule == schedule[0]):
+            raise ValueError(
+                f"the schedule of chain {chain} changes within the draws: use only draws after "
+                "tuning (pm.sample's default discard_tuned_samples=True)"
+            )
+        estimates.append(stepping_stone(schedule[0], ell[chain][:, rungs]))
+    values = np.array([e.log_evidence for e in estimates])
+    errors = np.array([e.standard_error for e in estimates])
+    # Independent chains: the mean's error is the root of the summed variances over C².
+    return LogEvidence(
+        float(values.mean()), float(np.sqrt(np.sum(errors**2)) / len(errors)), tuple(estimates)
+    )
