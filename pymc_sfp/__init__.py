@@ -33,6 +33,8 @@ sample_sequential, SequentialFilter, DegenerateWeightsError
     Sequential Monte Carlo (SIR, SIPR, resample-move) and extended Kalman filter training of a
     network on a stream of data (de Freitas et al. 1998): filtered weights, one-step-ahead
     predictions, log evidence; the numerics are in ``pymc_sfp.core.particles``.
+SFPKernel
+    SFP sweeps as the mutation kernel of ``pm.sample_smc`` (tempered SMC).
 nn
     Multilayer perceptrons as PyTensor graphs inside a model: priors, likelihoods, prediction.
 datasets
@@ -43,7 +45,7 @@ from pymc_sfp import datasets, learning, nn, sbc, smc
 from pymc_sfp.learning import IncrementalSFP, marginal_prior, sfp_mle
 from pymc_sfp.marginals import Marginal, sfp_marginals
 from pymc_sfp.sbc import SBCResult, simulation_based_calibration
-from pymc_sfp.smc import DegenerateWeightsError, SequentialFilter, sample_sequential
+from pymc_sfp.smc import DegenerateWeightsError, SequentialFilter, SFPKernel, sample_sequential
 from pymc_sfp.step_methods import (
     LogEvidence,
     ParallelTempering,
@@ -74,6 +76,7 @@ __all__ = [
     "ReplicaExchangeDynamics",
     "RoundTripWarning",
     "SBCResult",
+    "SFPKernel",
     "SFPStep",
     "SequentialFilter",
     "StochasticDynamics",

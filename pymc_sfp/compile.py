@@ -180,6 +180,29 @@ def compile_batched_logp(
     return batched_logp
 
 
+def compile_batched_prior_likelihood(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``X ↦ (prior, likelihood)`` log-densities of each row of a matrix of raveled points.
+
+    PyMC's own split for tempering, as ``pm.sample_smc`` makes it: ``model.varlogp`` (the free
+    variables, Jacobians included) and ``model.datalogp`` (observed variables and potentials),
+    each vectorised over the rows in one call.
+    """
+    model = graph.model
+    [prior, likelihood], flat = graph.join([model.varlogp, model.datalogp])
+    rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
+    outputs = vectorize_graph([prior, likelihood], replace={flat: rows})
+    function = _compile([rows], outputs, {"on_unused_input": "ignore", **(compile_kwargs or {})})
+    warm_up(function, graph.start[None, :])
+
+    def batched_prior_likelihood(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        prior, likelihood = function(np.ascontiguousarray(x, dtype=np.float64))
+        return np.broadcast_to(prior, len(x)), np.broadcast_to(likelihood, len(x))
+
+    return batched_prior_likelihood
+
+
 def likelihood_terms(model: pm.Model) -> list:
     """The terms of the model's likelihood: its observed variables and ``pm.Potential`` terms."""
     return [*model.observed_RVs, *model.potentials]

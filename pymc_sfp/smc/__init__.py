@@ -6,6 +6,9 @@ sample_sequential
     cloud as a DataTree (:mod:`pymc_sfp.smc.sequential`).
 SequentialFilter
     The same filter fed incrementally: :meth:`~SequentialFilter.update` with one observation.
+SFPKernel
+    SFP sweeps as the mutation kernel of PyMC's tempered SMC, ``pm.sample_smc(kernel=...)``
+    (:mod:`pymc_sfp.smc.sfp_kernel`).
 
 The numerics (resampling, effective sample size, EKF update) are in
 :mod:`pymc_sfp.core.particles`.
@@ -13,5 +16,12 @@ The numerics (resampling, effective sample size, EKF update) are in
 
 from pymc_sfp.core.particles import DegenerateWeightsError
 from pymc_sfp.smc.sequential import SequentialFilter, StepResult, sample_sequential
+from pymc_sfp.smc.sfp_kernel import SFPKernel
 
-__all__ = ["DegenerateWeightsError", "SequentialFilter", "StepResult", "sample_sequential"]
+__all__ = [
+    "DegenerateWeightsError",
+    "SFPKernel",
+    "SequentialFilter",
+    "StepResult",
+    "sample_sequential",
+]
