@@ -12,7 +12,8 @@ functions compiled from it are
 * :func:`tempered_model`: a view of the model whose log-density is ``prior + β · likelihood`` with a
   shared ``β``, for any step method to be built on (parallel tempering's explorers);
 * :func:`compile_batched_logp`: the log-density at each row of a matrix of points (ELBOs);
-* :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP);
+* :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP), and the
+  Numba machine code of both (:class:`JittedLine`) for the compiled sweep;
 * :class:`ParticleEvaluator`: a model's Gaussian observation of streamed data for a whole
   particle cloud in one call, its Jacobian, and its prior (sequential Monte Carlo, the EKF).
 
@@ -57,6 +58,7 @@ from pymc_sfp.core.sfp import open_interval
 
 __all__ = [
     "CoordinateLayout",
+    "JittedLine",
     "LineEvaluator",
     "ParticleEvaluator",
     "StepGraph",
@@ -466,6 +468,57 @@ def coordinate_layout(model: pm.Model, value_vars: list, initial_point: dict) ->
     )
 
 
+@dataclass(frozen=True)
+class JittedLine:
+    """The Numba machine code of a :class:`LineEvaluator`, callable from ``@njit`` code.
+
+    ``point(x, *point_extra) -> (logp,)`` and ``along(x, index, values, *along_extra) -> (logp,)``
+    are the functions PyTensor's Numba backend generated for :meth:`LineEvaluator.logp` and
+    :meth:`LineEvaluator.along` (the same code, so the same numbers); the extras are the values of
+    the model's shared variables (``pm.Data``, the free variables of other steps), read at each
+    call of :meth:`extras` because PyMC sets them between steps.
+    """
+
+    point: Callable
+    along: Callable
+    point_cells: tuple
+    along_cells: tuple
+
+    def extras(self) -> tuple[tuple, tuple]:
+        """The current values of ``point``'s and ``along``'s further inputs."""
+        return (
+            tuple(cell[0] for cell in self.point_cells),
+            tuple(cell[0] for cell in self.along_cells),
+        )
+
+
+def _machine_code(function: Function, n_inputs: int) -> tuple[Callable, tuple]:
+    """A compiled function's Numba callable and the storage cells of its shared inputs.
+
+    Raises
+    ------
+    NotImplementedError
+        With the reason, when the function was not compiled by the Numba backend, updates
+        shared variables, or has a shared input that is not an array.
+    """
+    jit_fn = getattr(function.vm, "jit_fn", None)
+    if jit_fn is None:
+        raise NotImplementedError(
+            "the model was not compiled by PyTensor's Numba backend (compile_kwargs or "
+            "PyTensor's mode chose another linker)"
+        )
+    if function.maker.fgraph.update_mapping or len(function.maker.fgraph.outputs) != 1:
+        raise NotImplementedError(
+            "the log-density updates shared variables (random generators, e.g. pm.Minibatch)"
+        )
+    cells = tuple(function.vm.inputs[n_inputs:])
+    if not all(isinstance(cell[0], np.ndarray) for cell in cells):
+        raise NotImplementedError(
+            "the log-density has shared inputs that are not arrays (e.g. random generators)"
+        )
+    return jit_fn, cells
+
+
 class LineEvaluator:
     """Compiled log-density of the sampling coordinates, at a point or along one coordinate.
 
@@ -528,6 +581,26 @@ class LineEvaluator:
         q_of_x = pt.where(mask, log_lower - log_upper, x)
         log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
         return clone_replace(logp_q, {q: q_of_x}) - log_jac
+
+    def jitted(self) -> JittedLine:
+        """The machine code of :meth:`logp` and :meth:`along` (:class:`JittedLine`).
+
+        Looked up on each call, not stored: a step sent to a spawned process recompiles its
+        functions there.
+
+        Raises
+        ------
+        NotImplementedError
+            With the reason, when there is none to give: the evaluator is not batched or also
+            computes the gradient, or :func:`_machine_code` refuses a function.
+        """
+        if not self.batched:
+            raise NotImplementedError("batched=False evaluates a line point by point")
+        if self.gradient:
+            raise NotImplementedError("the gradient is compiled (solver='collocation')")
+        point, point_cells = _machine_code(self._point, 1)
+        along, along_cells = _machine_code(self._along, 3)
+        return JittedLine(point, along, point_cells, along_cells)
 
     def logp(self, x: np.ndarray) -> float:
         """Log-density at one point of sampling coordinates."""

@@ -11,9 +11,10 @@ an independence proposal for that coordinate, mixed with a little uniform mass o
 
 The log-density is passed in as two callables, so nothing here imports PyMC:
 ``line_logp(x, i, values) -> (logp, dlogp or None)`` along coordinate ``i`` and
-``point_logp(x) -> float``. Randomness comes from a NumPy ``Generator``, drawn in a fixed order
-(the permutation for ``order="random"``, then per coordinate the proposal's uniforms and the
-Metropolis uniform), so a sweep is reproducible from the generator's state.
+``point_logp(x) -> float``. Randomness comes from a NumPy ``Generator``: each sweep draws its
+uniforms in one block first (:func:`draw_uniforms`, three per coordinate), so a sweep is
+reproducible from the generator's state and the compiled sweep
+(:mod:`pymc_sfp.core.compiled_sweep`) makes the same draws from the same state.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ __all__ = [
     "SweepInfo",
     "SweepSettings",
     "SweepState",
+    "draw_uniforms",
     "open_interval",
     "probe_line",
+    "propose",
     "refit_boxes",
     "resolve_line",
     "sweep",
@@ -254,20 +257,34 @@ def proposal_logpdf(
     )
 
 
-def _propose(
+def draw_uniforms(rng: np.random.Generator, n: int) -> np.ndarray:
+    """The uniforms of one sweep over ``n`` coordinates, shape ``(n, 3)``.
+
+    Row ``i`` belongs to coordinate ``i``: whether the corrected proposal takes the defensive
+    uniform component, the proposal's quantile (or its position on the box for the uniform
+    component), and the Metropolis test. Uncorrected sweeps use only the second column.
+    """
+    return rng.uniform(size=(n, 3))
+
+
+def propose(
     conditional: TabulatedConditional,
     lower: float,
     upper: float,
     correct: bool,
-    rng: np.random.Generator,
+    uniforms: np.ndarray,
 ) -> tuple[float, float]:
-    """A draw from the proposal and its log-density (0 when uncorrected: it is not needed)."""
+    """A draw from the proposal and its log-density (0 when uncorrected: it is not needed).
+
+    ``uniforms`` is one coordinate's row of :func:`draw_uniforms`. Corrected: the defensive
+    proposal of :func:`proposal_logpdf`; uncorrected: the conditional alone.
+    """
     if not correct:
-        return float(conditional.ppf(rng.uniform())), 0.0
-    if rng.uniform() < DEFENSIVE_WEIGHT:
-        value = float(rng.uniform(lower, upper))
+        return float(conditional.ppf(uniforms[1])), 0.0
+    if uniforms[0] < DEFENSIVE_WEIGHT:
+        value = float(lower + (upper - lower) * uniforms[1])
     else:
-        value = float(conditional.ppf(rng.uniform()))
+        value = float(conditional.ppf(uniforms[1]))
     return value, proposal_logpdf(conditional, value, lower, upper)
 
 
@@ -320,6 +337,7 @@ def sweep(
     quantiles = np.full((2, n), np.nan)
     report_grid = np.empty((n, n_report))
     report_cdf = np.empty((n, n_report))
+    uniforms = draw_uniforms(rng, n)
     for i in range(n) if order is None else order:
         a, b = lower[i], upper[i]
         nodes = a + settings.unit_nodes * (b - a)
@@ -347,7 +365,7 @@ def sweep(
                 report_cdf[i] = (report_grid[i] >= x[i]).astype(float)
             continue
 
-        proposal, log_q_proposal = _propose(conditional, a, b, settings.correct, rng)
+        proposal, log_q_proposal = propose(conditional, a, b, settings.correct, uniforms[i])
         if settings.interval[i]:
             proposal = float(np.clip(proposal, *open_interval(a, b)))
         if settings.correct:
@@ -363,7 +381,7 @@ def sweep(
                 log_ratio = (logp_proposal - logp_current) / settings.D - (
                     log_q_proposal - log_q_current
                 )
-            if np.log(rng.uniform()) < log_ratio:
+            if np.log(uniforms[i, 2]) < log_ratio:
                 x[i] = proposal
                 logp_current = logp_proposal
                 accepted += 1

@@ -25,7 +25,7 @@ from pymc.smc.kernels import SMC_KERNEL
 from pymc_sfp._validation import check_int_at_least, check_real
 from pymc_sfp.compile import compile_batched_prior_likelihood, step_graph
 from pymc_sfp.core.fokker_planck import quadrature_conditional
-from pymc_sfp.core.sfp import DEFENSIVE_WEIGHT, proposal_logpdf
+from pymc_sfp.core.sfp import draw_uniforms, proposal_logpdf, propose
 
 __all__ = ["SFPKernel"]
 
@@ -103,18 +103,13 @@ class SFPKernel(SMC_KERNEL):
         self.n_nonfinite += int(np.count_nonzero(~np.isfinite(tempered)))
         proposals = x[:, i].copy()
         log_q_ratio = np.full(n, -np.inf)  # no conditional: the particle stays
-        uniforms = self.rng.random((n, 2))
+        uniforms = draw_uniforms(self.rng, n)
         for k in range(n):
             conditional = quadrature_conditional(nodes, tempered[k])
             if conditional is None:
                 continue
-            if uniforms[k, 0] < DEFENSIVE_WEIGHT:
-                proposals[k] = lower + uniforms[k, 1] * (upper - lower)
-            else:
-                proposals[k] = float(conditional.ppf(uniforms[k, 1]))
-            log_q_ratio[k] = proposal_logpdf(conditional, x[k, i], lower, upper) - (
-                proposal_logpdf(conditional, proposals[k], lower, upper)
-            )
+            proposals[k], log_q_proposal = propose(conditional, lower, upper, True, uniforms[k])
+            log_q_ratio[k] = proposal_logpdf(conditional, x[k, i], lower, upper) - log_q_proposal
         return proposals, log_q_ratio
 
     def mutate(self) -> None:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import numba
 import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars, StatsType
@@ -27,6 +28,7 @@ from pymc.vartypes import continuous_types
 
 from pymc_sfp._validation import check_int_at_least, check_positive_finite, is_integer
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
+from pymc_sfp.core.compiled_sweep import compiled_sweep
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
     BoxTuning,
@@ -140,6 +142,11 @@ class SFPStep(ArrayStepShared):
         Evaluate the points along a coordinate in one call of a vectorised compiled function
         (``True``) or in a loop over points. Batching wins for cheap models (about 2× with few
         data points); when arithmetic on many data points dominates, the loop can be as fast.
+    compiled : bool, optional
+        Run each sweep as one call of Numba machine code
+        (:func:`pymc_sfp.core.compiled_sweep.compiled_sweep`: the same draws as the NumPy sweep,
+        without its Python overhead per coordinate). Default: wherever it is supported (see
+        Notes); ``True`` raises where it is not, ``False`` always uses the NumPy sweep.
     marginal_points : int, default 100
         Number of points at which each coordinate's conditional CDF is recorded per draw, in the
         sample stats ``sfp_cdf__<name>`` / ``sfp_grid__<name>``, for :func:`pymc_sfp.sfp_marginals`.
@@ -186,6 +193,16 @@ class SFPStep(ArrayStepShared):
     *Cost.* One sweep costs ``N (L + 1)`` log-density evaluations with ``correct=True`` (grid plus
     the proposal), plus one for the starting point, plus refinement where it is needed.
 
+    *Compiled sweep.* By default a sweep runs in machine code: the model's log-density as
+    PyTensor's Numba backend compiled it, called from a Numba kernel that does the grid, the
+    refinement, the quadrature conditional, the draw and the correction. It makes the same draws
+    as the NumPy sweep from the same random numbers (up to the last bits of floating point). It
+    falls back to the NumPy sweep, with the reason in :attr:`fallback_reason` (logged at INFO),
+    for ``solver="collocation"``, ``batched=False``, a model not compiled by the Numba backend
+    (``compile_kwargs`` with another mode), a log-density that draws random numbers
+    (``pm.Minibatch``), or a model the kernel cannot be compiled for. :attr:`kernel` says which
+    runs (``"numba"`` or ``"numpy"``).
+
     *Models.* Models built with ``floatX="float32"`` are sampled as PyMC's steps sample them:
     the model evaluates in float32, the sweep runs in float64, the draws come back float32. In a
     ``CompoundStep`` the step goes with any of PyMC's steps, in any position.
@@ -231,6 +248,7 @@ class SFPStep(ArrayStepShared):
         order: Literal["sequential", "random"] = "sequential",
         correct: bool = True,
         batched: bool = True,
+        compiled: bool | None = None,
         marginal_points: int = 100,
         model: pm.Model | None = None,
         rng: Any = None,
@@ -250,6 +268,8 @@ class SFPStep(ArrayStepShared):
             raise ValueError(
                 f"marginal_points must be 0 or an integer >= 2, got {marginal_points!r}"
             )
+        if compiled not in (None, True, False):
+            raise ValueError(f"compiled must be None, True or False, got {compiled!r}")
         if kwargs:
             raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
 
@@ -287,6 +307,16 @@ class SFPStep(ArrayStepShared):
             report_points=np.linspace(0.0, 1.0, self.marginal_points),
         )
         self._marginal_stats = self._declare_marginal_stats(model, value_vars)
+        #: Why the NumPy sweep runs instead of the compiled one (``None`` when compiled).
+        self.fallback_reason = self._compiled_sweep_unavailable(compiled, x0)
+        #: The sweep that runs: ``"numba"`` (compiled) or ``"numpy"`` (the reference).
+        self.kernel = "numpy" if self.fallback_reason else "numba"
+        if compiled and self.fallback_reason:
+            raise ValueError(
+                f"compiled=True, but the sweep cannot be compiled: {self.fallback_reason}"
+            )
+        if self.fallback_reason:
+            _log.info("SFPStep runs the NumPy sweep: %s", self.fallback_reason)
         self.reset_tuning()
         super().__init__(value_vars, graph.shared, blocked=blocked, rng=rng)
 
@@ -378,6 +408,36 @@ class SFPStep(ArrayStepShared):
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         return entries
 
+    def _compiled_sweep_unavailable(self, compiled: bool | None, x0: np.ndarray) -> str | None:
+        """Why the compiled sweep cannot run (``None`` when it can); compiles it otherwise, with
+        a sweep over no coordinate, so that forked chains inherit the machine code."""
+        if compiled is False:
+            return "compiled=False"
+        if self.solver == "collocation":
+            return "solver='collocation' (only the quadrature solver is compiled)"
+        try:
+            jitted = self.evaluator.jitted()
+            point_extra, along_extra = jitted.extras()
+            n = self.layout.size
+            compiled_sweep(
+                SweepState(x0, 0.0),
+                x0 - 1.0,
+                x0 + 1.0,
+                self._settings,
+                jitted.point,
+                point_extra,
+                jitted.along,
+                along_extra,
+                np.random.default_rng(0),
+                order=np.empty(0, dtype=np.int64),
+                track_quantiles=np.zeros(n, dtype=bool),
+            )
+        except NotImplementedError as err:
+            return str(err)
+        except numba.core.errors.NumbaError as err:
+            return f"Numba cannot compile the sweep for this model: {str(err).splitlines()[0]}"
+        return None
+
     # ------------------------------------------------------------------ PyMC hooks
     def reset_tuning(self) -> None:
         n = self.layout.size
@@ -443,17 +503,35 @@ class SFPStep(ArrayStepShared):
         logp_start = self.evaluator.logp(x)
         state = SweepState(x, logp_start if np.isfinite(logp_start) else -np.inf)
         order = self.rng.permutation(layout.size) if self.order == "random" else None
-        state, info = sweep(
-            state,
-            self.box_lower,
-            self.box_upper,
-            self._settings,
-            self.evaluator.along,
-            self.evaluator.logp,
-            self.rng,
-            order=order,
-            track_quantiles=self._auto if self.tune else None,
-        )
+        track = self._auto if self.tune else None
+        if self.kernel == "numba":
+            jitted = self.evaluator.jitted()
+            point_extra, along_extra = jitted.extras()
+            state, info = compiled_sweep(
+                state,
+                self.box_lower,
+                self.box_upper,
+                self._settings,
+                jitted.point,
+                point_extra,
+                jitted.along,
+                along_extra,
+                self.rng,
+                order=order,
+                track_quantiles=track,
+            )
+        else:
+            state, info = sweep(
+                state,
+                self.box_lower,
+                self.box_upper,
+                self._settings,
+                self.evaluator.along,
+                self.evaluator.logp,
+                self.rng,
+                order=order,
+                track_quantiles=track,
+            )
         x = state.position
         evaluations = 1 + info.n_logp_evals
         logp_current = state.logp

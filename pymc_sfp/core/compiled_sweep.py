@@ -1,0 +1,467 @@
+"""The SFP sweep of :func:`pymc_sfp.core.sfp.sweep` compiled with Numba (Berrones 2009, §1).
+
+The reference sweep calls the log-density, builds the conditional, draws and accepts from Python,
+coordinate by coordinate; at ``L = 100`` that Python work costs far more than the model's own
+evaluation. Here a whole sweep is one call of machine code: the line evaluation, the grid
+refinement (:func:`~pymc_sfp.core.sfp.resolve_line`), the quadrature conditional (Eq. 4 by its
+integrating factor, :func:`~pymc_sfp.core.fokker_planck.quadrature_conditional`), the inverse-CDF
+draw and the Metropolis correction, with the same arithmetic in the same order. For the same
+uniforms (:func:`~pymc_sfp.core.sfp.draw_uniforms`) and the same log-density it makes the same
+draws as the reference, which stays the tested specification: the same decisions (refinement,
+acceptance, edges), and the same numbers up to the last bits (NumPy's vectorised ``exp`` and
+``log`` and the C library's, which Numba calls, may round differently).
+
+The log-density is given as two Numba-jitted callables, the calling convention of the functions
+PyTensor's Numba backend generates (each returns a tuple of its outputs)::
+
+    point(x, *point_extra) -> (logp,)                 # logp a 0-d float64 array
+    along(x, index, values, *along_extra) -> (logp,)  # logp with x[index] = values, shape (G,)
+
+``index`` is a 0-d int64 array; ``point_extra`` and ``along_extra`` are tuples of further inputs
+passed through unchanged (a compiled model's shared variables). Only the quadrature solver is
+compiled: collocation stays with the reference sweep. Nothing here imports PyMC.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+from pymc_sfp.core import sfp
+from pymc_sfp.core.sfp import SweepInfo, SweepSettings, SweepState, draw_uniforms
+
+__all__ = ["compiled_sweep", "sweep_kernel"]
+
+_LOG2 = math.log(2.0)
+
+# The arithmetic of the conditionals is cached on disk and only the kernel that calls the model's
+# functions is compiled per model. Functions reading the constants of ``core.sfp`` are not cached:
+# Numba's cache would not see those constants change.
+_jit = numba.njit(cache=True, nogil=True)
+_jit_uncached = numba.njit(nogil=True)
+
+
+@_jit
+def _logaddexp(x: float, y: float) -> float:
+    # NumPy's npy_logaddexp, step for step, so reductions agree with np.logaddexp.reduce.
+    if x == y:
+        return x + _LOG2
+    tmp = x - y
+    if tmp > 0:
+        return x + math.log1p(math.exp(-tmp))
+    if tmp <= 0:
+        return y + math.log1p(math.exp(tmp))
+    return tmp
+
+
+@_jit
+def _log_exprel(delta: float) -> float:
+    if abs(delta) < 1e-6:
+        return 0.5 * delta + delta * delta / 24.0
+    if delta > 0:
+        return delta + math.log(-math.expm1(-delta)) - math.log(delta)
+    return math.log(-math.expm1(delta)) - math.log(-delta)
+
+
+@_jit
+def _fraction_to_offset(fraction: float, delta: float) -> float:
+    if delta > 1e-9:
+        t = 1.0 + math.log(fraction + (1.0 - fraction) * math.exp(-delta)) / delta
+    elif delta < -1e-9:
+        t = math.log1p(fraction * math.expm1(delta)) / delta
+    else:
+        t = fraction
+    return min(max(t, 0.0), 1.0)
+
+
+@_jit
+def _offset_to_fraction(t: float, delta: float) -> float:
+    if delta > 1e-9:
+        frac = math.exp(delta * (t - 1.0)) * math.expm1(-delta * t) / math.expm1(-delta)
+    elif delta < -1e-9:
+        frac = math.expm1(delta * t) / math.expm1(delta)
+    else:
+        frac = t
+    return min(max(frac, 0.0), 1.0)
+
+
+@_jit
+def _scaled(logp: np.ndarray, D: float) -> np.ndarray:
+    f = logp / D
+    for k in range(len(f)):
+        if not np.isfinite(f[k]):
+            f[k] = -np.inf
+    return f
+
+
+@_jit
+def _cell_log_mass(nodes: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cells = len(nodes) - 1
+    log_mass = np.full(cells, -np.inf)
+    delta = np.zeros(cells)
+    for k in range(cells):
+        left, right = f[k], f[k + 1]
+        width = nodes[k + 1] - nodes[k]
+        finite_left, finite_right = np.isfinite(left), np.isfinite(right)
+        if finite_left and finite_right:
+            delta[k] = right - left
+            log_mass[k] = math.log(width) + left + _log_exprel(delta[k])
+        elif finite_left != finite_right:
+            log_mass[k] = math.log(width) + max(left, right)
+    return log_mass, delta
+
+
+@_jit
+def _quadrature(nodes: np.ndarray, logp: np.ndarray, D: float) -> tuple[np.ndarray, np.ndarray]:
+    """CDF at the nodes and slopes per cell (``quadrature_conditional``); an empty CDF when the
+    log-density is finite nowhere."""
+    f = _scaled(logp, D)
+    top = np.max(f)
+    if not np.isfinite(top):
+        return np.empty(0), np.empty(0)
+    log_mass, delta = _cell_log_mass(nodes, f - top)
+    mass = np.exp(log_mass - np.max(log_mass))
+    cdf = np.zeros(len(nodes))
+    cdf[1:] = np.cumsum(mass)
+    cdf /= cdf[-1]
+    cdf[-1] = 1.0
+    return cdf, delta
+
+
+@_jit
+def _ppf(nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, u: float) -> float:
+    u = min(max(u, 0.0), 1.0)
+    cells = len(nodes) - 1
+    k = np.searchsorted(cdf[1:], u, side="left")
+    k = min(max(k, 0), cells - 1)
+    mass = cdf[k + 1] - cdf[k]
+    if not mass > 0:
+        # Never land in an empty cell: the first cell that holds mass.
+        for j in range(cells):
+            if cdf[j + 1] - cdf[j] > 0:
+                k = j
+                break
+        mass = cdf[k + 1] - cdf[k]
+    fraction = (u - cdf[k]) / mass if mass > 0 else 0.5
+    t = _fraction_to_offset(min(max(fraction, 0.0), 1.0), slopes[k])
+    return nodes[k] + t * (nodes[k + 1] - nodes[k])
+
+
+@_jit
+def _cell_of(nodes: np.ndarray, x: float) -> tuple[int, float]:
+    k = np.searchsorted(nodes, x, side="right") - 1
+    k = min(max(k, 0), len(nodes) - 2)
+    return k, (x - nodes[k]) / (nodes[k + 1] - nodes[k])
+
+
+@_jit
+def _cdf_at(nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float) -> float:
+    if x < nodes[0]:
+        return 0.0
+    if x > nodes[-1]:
+        return 1.0
+    k, t = _cell_of(nodes, x)
+    return cdf[k] + (cdf[k + 1] - cdf[k]) * _offset_to_fraction(min(max(t, 0.0), 1.0), slopes[k])
+
+
+@_jit
+def _logpdf(nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float) -> float:
+    if x < nodes[0] or x > nodes[-1]:
+        return -np.inf
+    k, t = _cell_of(nodes, x)
+    mass = cdf[k + 1] - cdf[k]
+    log_mass = math.log(mass) if mass > 0 else -np.inf
+    delta = slopes[k]
+    return log_mass - math.log(nodes[k + 1] - nodes[k]) + delta * t - _log_exprel(delta)
+
+
+@_jit_uncached
+def _proposal_logpdf(
+    nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float, lower: float, upper: float
+) -> float:
+    return _logaddexp(
+        math.log1p(-sfp.DEFENSIVE_WEIGHT) + _logpdf(nodes, cdf, slopes, x),
+        math.log(sfp.DEFENSIVE_WEIGHT) - math.log(upper - lower),
+    )
+
+
+@_jit_uncached
+def _refinement(nodes: np.ndarray, logp: np.ndarray, D: float, min_width: float):
+    """One round of ``resolve_line``'s test: the cells to split, whether a steep cell cannot be
+    split, whether a cell to split is steep, and whether the log-density is finite nowhere."""
+    f = _scaled(logp, D)
+    cells = len(nodes) - 1
+    split = np.zeros(cells, dtype=np.bool_)
+    if not np.isfinite(np.max(f)):
+        return split, False, False, True
+    log_bound = np.empty(cells)
+    log_total = np.nan
+    for k in range(cells):
+        log_bound[k] = math.log(nodes[k + 1] - nodes[k]) + max(f[k], f[k + 1])
+        if np.isfinite(log_bound[k]):
+            log_total = log_bound[k] if np.isnan(log_total) else _logaddexp(log_total, log_bound[k])
+    log_mass, _ = _cell_log_mass(nodes, f)
+    log_norm = log_mass[0]
+    for k in range(1, cells):
+        log_norm = _logaddexp(log_norm, log_mass[k])
+    negligible = log_total + math.log(sfp.NEGLIGIBLE_MASS)
+    edge_cut = log_total + math.log(sfp.EDGE_CELL_MASS)
+    most = math.log(sfp.MAX_CELL_MASS)
+    stuck = split_steep = False
+    for k in range(cells):
+        left, right = f[k], f[k + 1]
+        steep = abs(right - left) > sfp.RESOLUTION_NATS and log_bound[k] > negligible
+        steep = steep or (log_mass[k] - log_norm > most)
+        edge = np.isfinite(left) != np.isfinite(right)
+        want = steep or (edge and log_bound[k] > edge_cut)
+        if want and nodes[k + 1] - nodes[k] > min_width:
+            split[k] = True
+            split_steep = split_steep or steep
+        elif want and steep:
+            stuck = True
+    return split, stuck, split_steep, False
+
+
+@_jit
+def _insert(old: np.ndarray, split: np.ndarray, new: np.ndarray) -> np.ndarray:
+    out = np.empty(len(old) + len(new))
+    j = 0
+    m = 0
+    for k in range(len(old)):
+        out[j] = old[k]
+        j += 1
+        if k < len(split) and split[k]:
+            out[j] = new[m]
+            j += 1
+            m += 1
+    return out
+
+
+@_jit_uncached
+def _evaluate(along, x, index, values, extra):
+    (logp,) = along(x, np.array(index, dtype=np.int64), values, *extra)
+    return np.asarray(logp, dtype=np.float64).copy()
+
+
+@_jit_uncached
+def _resolve(along, extra, x, index, nodes, logp, D):
+    """``resolve_line``: refine until the conditional is resolved where it has mass."""
+    budget = sfp.REFINEMENT_BUDGET * len(nodes)
+    min_width = (
+        64 * np.finfo(np.float64).eps * max(abs(nodes[0]), abs(nodes[-1]), nodes[-1] - nodes[0])
+    )
+    n_evals = 0
+    while True:
+        split, stuck, split_steep, empty = _refinement(nodes, logp, D, min_width)
+        if empty:
+            return nodes, logp, n_evals, True
+        count = np.count_nonzero(split)
+        if count == 0:
+            return nodes, logp, n_evals, not stuck
+        if n_evals + count > budget:
+            return nodes, logp, n_evals, not split_steep
+        cells = np.flatnonzero(split)
+        midpoints = 0.5 * (nodes[cells] + nodes[cells + 1])
+        new_logp = _evaluate(along, x, index, midpoints, extra)
+        n_evals += count
+        nodes = _insert(nodes, split, midpoints)
+        logp = _insert(logp, split, new_logp)
+
+
+@_jit_uncached
+def sweep_kernel(
+    point,
+    point_extra,
+    along,
+    along_extra,
+    x,
+    logp_current,
+    lower,
+    upper,
+    unit_nodes,
+    D,
+    correct,
+    interval,
+    watch_edges,
+    report_points,
+    order,
+    track,
+    uniforms,
+):
+    """One sweep in machine code: :func:`pymc_sfp.core.sfp.sweep` for the quadrature solver.
+
+    ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as ``track_quantiles``
+    (all ``False`` for none). Returns the new position and log-density, then the counts and
+    arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
+    """
+    x = x.copy()
+    n = len(x)
+    n_report = len(report_points)
+    accepted = n_nonfinite = evaluations = 0
+    empty = np.zeros(n, dtype=np.bool_)
+    unresolved = np.zeros(n, dtype=np.bool_)
+    edge_low = np.zeros(n, dtype=np.bool_)
+    edge_high = np.zeros(n, dtype=np.bool_)
+    quantiles = np.full((2, n), np.nan)
+    report_grid = np.empty((n, n_report))
+    report_cdf = np.empty((n, n_report))
+    for i in order:
+        a, b = lower[i], upper[i]
+        margin = 1e-12 * (b - a)
+        nodes = a + unit_nodes * (b - a)
+        points = nodes
+        if interval[i]:
+            points = np.minimum(np.maximum(nodes, a + margin), b - margin)
+        logp = _evaluate(along, x, i, points, along_extra)
+        evaluations += len(points)
+        nodes, logp, n_new, resolved = _resolve(along, along_extra, x, i, nodes, logp, D)
+        evaluations += n_new
+        unresolved[i] = not resolved
+        cdf, slopes = _quadrature(nodes, logp, D)
+        for value in logp:
+            n_nonfinite += not np.isfinite(value)
+        if n_report:
+            report_grid[i] = a + report_points * (b - a)
+        if len(cdf) == 0:
+            empty[i] = True
+            for k in range(n_report):
+                report_cdf[i, k] = 1.0 if report_grid[i, k] >= x[i] else 0.0
+            continue
+
+        u = uniforms[i]
+        if correct and u[0] < sfp.DEFENSIVE_WEIGHT:
+            proposal = a + (b - a) * u[1]
+        else:
+            proposal = _ppf(nodes, cdf, slopes, u[1])
+        if interval[i]:
+            proposal = min(max(proposal, a + margin), b - margin)
+        if correct:
+            log_q_proposal = _proposal_logpdf(nodes, cdf, slopes, proposal, a, b)
+            current = x[i]
+            x[i] = proposal
+            (value,) = point(x, *point_extra)
+            logp_proposal = float(value[()])
+            x[i] = current
+            evaluations += 1
+            if not np.isfinite(logp_proposal):
+                n_nonfinite += 1
+                log_ratio = -np.inf
+            else:
+                log_q_current = _proposal_logpdf(nodes, cdf, slopes, current, a, b)
+                log_ratio = (logp_proposal - logp_current) / D - (log_q_proposal - log_q_current)
+            if math.log(u[2]) < log_ratio:
+                x[i] = proposal
+                logp_current = logp_proposal
+                accepted += 1
+        else:
+            x[i] = proposal
+            accepted += 1
+
+        if watch_edges[i]:
+            span = nodes[-1] - nodes[0]
+            low_mass = _cdf_at(nodes, cdf, slopes, nodes[0] + sfp.EDGE_FRACTION * span)
+            high_mass = 1.0 - _cdf_at(nodes, cdf, slopes, nodes[-1] - sfp.EDGE_FRACTION * span)
+            edge_low[i], edge_high[i] = low_mass > sfp.EDGE_MASS, high_mass > sfp.EDGE_MASS
+            if track[i] and not (edge_low[i] or edge_high[i]):
+                quantiles[0, i] = _ppf(nodes, cdf, slopes, sfp.ENVELOPE_QUANTILE)
+                quantiles[1, i] = _ppf(nodes, cdf, slopes, 1 - sfp.ENVELOPE_QUANTILE)
+        for k in range(n_report):
+            report_cdf[i, k] = _cdf_at(nodes, cdf, slopes, report_grid[i, k])
+    return (
+        x,
+        logp_current,
+        accepted,
+        n_nonfinite,
+        evaluations,
+        empty,
+        unresolved,
+        edge_low,
+        edge_high,
+        quantiles,
+        report_grid,
+        report_cdf,
+    )
+
+
+def compiled_sweep(
+    state: SweepState,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    settings: SweepSettings,
+    point: Callable,
+    point_extra: tuple,
+    along: Callable,
+    along_extra: tuple,
+    rng: np.random.Generator,
+    *,
+    order: np.ndarray | None = None,
+    track_quantiles: np.ndarray | None = None,
+) -> tuple[SweepState, SweepInfo]:
+    """:func:`~pymc_sfp.core.sfp.sweep` in one call of :func:`sweep_kernel`.
+
+    Same arguments and results as the reference sweep, with the log-density given as the jitted
+    ``point`` and ``along`` and their further inputs (see the module docstring). The
+    uniforms are drawn from ``rng`` as the reference draws them, so both make the same draws from
+    the same generator state.
+
+    Raises
+    ------
+    ValueError
+        If ``settings`` asks for the collocation solver (only quadrature is compiled).
+    """
+    if settings.basis is not None:
+        raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
+    n = len(state.position)
+    uniforms = draw_uniforms(rng, n)
+    (
+        x,
+        logp,
+        accepted,
+        n_nonfinite,
+        evaluations,
+        empty,
+        unresolved,
+        edge_low,
+        edge_high,
+        quantiles,
+        report_grid,
+        report_cdf,
+    ) = sweep_kernel(
+        point,
+        point_extra,
+        along,
+        along_extra,
+        np.ascontiguousarray(state.position, dtype=np.float64),
+        float(state.logp),
+        np.ascontiguousarray(lower, dtype=np.float64),
+        np.ascontiguousarray(upper, dtype=np.float64),
+        np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
+        float(settings.D),
+        bool(settings.correct),
+        np.ascontiguousarray(settings.interval, dtype=np.bool_),
+        np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
+        np.ascontiguousarray(settings.report_points, dtype=np.float64),
+        np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64),
+        np.zeros(n, dtype=np.bool_)
+        if track_quantiles is None
+        else np.asarray(track_quantiles, dtype=np.bool_),
+        uniforms,
+    )
+    info = SweepInfo(
+        n_accepted=int(accepted),
+        n_invalid=0,
+        empty=empty,
+        unresolved=unresolved,
+        n_nonfinite=int(n_nonfinite),
+        n_logp_evals=int(evaluations),
+        edge_low=edge_low,
+        edge_high=edge_high,
+        quantile_low=quantiles[0],
+        quantile_high=quantiles[1],
+        report_grid=report_grid,
+        report_cdf=report_cdf,
+    )
+    return SweepState(x, float(logp)), info

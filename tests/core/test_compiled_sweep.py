@@ -1,0 +1,148 @@
+"""The compiled sweep against the NumPy reference sweep: the same draws, counts and conditionals
+from the same generator state, on log-densities written as Numba functions (no PyMC)."""
+
+from functools import cache
+
+import numba
+import numpy as np
+import pytest
+
+from pymc_sfp.core.compiled_sweep import compiled_sweep
+from pymc_sfp.core.fokker_planck import CollocationBasis
+from pymc_sfp.core.sfp import SweepSettings, SweepState, sweep
+
+PRECISION = np.linalg.inv(np.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 1.0]]))
+
+
+@numba.njit
+def _gaussian(x):
+    return -0.5 * (x @ (PRECISION @ x))
+
+
+@numba.njit
+def _constrained(x):
+    # A hard constraint cuts the Gaussian: -inf where x0 + x1 > 1.
+    return -np.inf if x[0] + x[1] > 1.0 else _gaussian(x)
+
+
+@numba.njit
+def _beta_like(x):
+    # Coordinates 0 and 1 on the interval (0, 1), sampled on their own scale: a Beta(2, 3)-like
+    # density tied to the Gaussian coordinate 2 (-inf outside the support).
+    if x[0] <= 0.0 or x[0] >= 1.0 or x[1] <= 0.0 or x[1] >= 1.0:
+        return -np.inf
+    return np.log(x[0]) + 2 * np.log1p(-x[0]) + 3 * np.log(x[1]) - 0.5 * (x[2] - x[0]) ** 2
+
+
+@cache
+def jitted(density):
+    """``point`` and ``along`` in the calling convention of PyTensor's Numba functions (cached:
+    the kernel compiles once per pair of functions)."""
+
+    @numba.njit
+    def point(x):
+        return (np.array(density(x)),)
+
+    @numba.njit
+    def along(x, index, values):
+        out = np.empty(len(values))
+        row = x.copy()
+        for k in range(len(values)):
+            row[index[()]] = values[k]
+            out[k] = density(row)
+        return (out,)
+
+    def line_logp(x, i, values):
+        return along(x, np.array(i), values)[0], None
+
+    def point_logp(x):
+        return float(point(x)[0])
+
+    return point, along, line_logp, point_logp
+
+
+def settings(correct, interval=(False, False, False), L=6, report=5):
+    return SweepSettings(
+        unit_nodes=np.linspace(0.0, 1.0, L),
+        basis=None,
+        D=1.0,
+        correct=correct,
+        interval=np.array(interval),
+        watch_edges=np.ones(3, dtype=bool),
+        report_points=np.linspace(0.0, 1.0, report),
+    )
+
+
+def compare(density, config, lower, upper, start, n_sweeps=15, order="sequential"):
+    """Run both sweeps from the same seed; every draw and every field of the info must agree."""
+    point, along, line_logp, point_logp = jitted(density)
+    states = [SweepState(start, point_logp(start))] * 2
+    rngs = [np.random.default_rng(11), np.random.default_rng(11)]
+    track = np.array([True, False, True])
+    for t in range(n_sweeps):
+        sweep_order = rngs[0].permutation(3) if order == "random" else None
+        if order == "random":
+            assert np.array_equal(rngs[1].permutation(3), sweep_order)
+        reference, info = sweep(
+            states[0], lower, upper, config, line_logp, point_logp, rngs[0],
+            order=sweep_order, track_quantiles=track,
+        )  # fmt: skip
+        compiled, compiled_info = compiled_sweep(
+            states[1], lower, upper, config, point, (), along, (), rngs[1],
+            order=sweep_order, track_quantiles=track,
+        )  # fmt: skip
+        # The same uniforms and log-densities give the same draws; NumPy's vectorised exp/log
+        # (SIMD) and the C library's that Numba calls may differ in the last bit, so floats agree
+        # to 1e-12 relative, and every decision (acceptance, refinement, edges) exactly.
+        close = {"rtol": 1e-12, "atol": 0.0, "err_msg": f"sweep {t}"}
+        np.testing.assert_allclose(compiled.position, reference.position, **close)
+        np.testing.assert_allclose(compiled.logp, reference.logp, **close)
+        for field in info._fields:
+            value, expected = getattr(compiled_info, field), getattr(info, field)
+            if np.asarray(expected).dtype == float:
+                np.testing.assert_allclose(value, expected, **close | {"err_msg": field})
+            else:
+                np.testing.assert_array_equal(value, expected, err_msg=f"{field}, sweep {t}")
+        states = [reference, compiled]
+    return info
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_same_draws_as_the_reference_with_refinement(correct):
+    """Six grid points on [-6, 6] are refined on every line; corrected or not, both sweeps make
+    the same draws, quantiles, edge flags and reported CDFs."""
+    lower, upper = np.full(3, -6.0), np.full(3, 6.0)
+    info = compare(_gaussian, settings(correct), lower, upper, np.zeros(3))
+    assert info.n_logp_evals > 3 * (6 + correct)  # refinement took place
+
+
+def test_same_draws_with_a_hard_constraint_and_random_order():
+    """A -inf region: refinement locates its edge; proposals there are rejected alike."""
+    lower, upper = np.full(3, -4.0), np.full(3, 4.0)
+    info = compare(_constrained, settings(True), lower, upper, np.zeros(3), order="random")
+    assert info.n_nonfinite > 0
+
+
+def test_same_draws_on_interval_coordinates():
+    """Coordinates sampled on their support: end points clipped inside, in both sweeps."""
+    lower, upper = np.array([0.0, 0.0, -5.0]), np.array([1.0, 1.0, 5.0])
+    config = settings(True, interval=(True, True, False))
+    compare(_beta_like, config, lower, upper, np.array([0.5, 0.5, 0.0]))
+
+
+def test_a_line_with_no_finite_density_stays_put():
+    """Both sweeps leave a coordinate whose whole box is -inf in place and flag it empty."""
+    # x0 + x1 > 1 on all of x0's box, whatever x1 in its box.
+    lower, upper = np.array([6.0, -4.0, -4.0]), np.array([7.0, 4.0, 4.0])
+    info = compare(_constrained, settings(True), lower, upper, np.array([0.5, 0.0, 0.0]), 3)
+    assert info.empty[0]
+
+
+def test_collocation_is_refused():
+    point, along, _, _ = jitted(_gaussian)
+    config = settings(True)._replace(basis=CollocationBasis(5))
+    with pytest.raises(ValueError, match="quadrature"):
+        compiled_sweep(
+            SweepState(np.zeros(3), 0.0), np.full(3, -1.0), np.ones(3), config,
+            point, (), along, (), np.random.default_rng(0),
+        )  # fmt: skip

@@ -1,0 +1,81 @@
+"""SFPStep's compiled sweep: chosen by default, the same draws and stats as the NumPy sweep
+through tuning (box refits and probes included), and a visible fallback where it cannot run."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pymc.blocking import DictToArrayBijection
+
+from pymc_sfp import SFPStep
+
+
+def small_model():
+    """Automatic boxes (mu, log sigma), an interval coordinate (p), data in a shared container
+    and a hard constraint (mu > 1.5 has no density)."""
+    with pm.Model() as model:
+        y = pm.Data("y", np.array([0.3, -0.2, 0.5, 0.1]))
+        mu = pm.Normal("mu", 0.0, 2.0)
+        p = pm.Uniform("p", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("obs", mu + 0.1 * p, sigma, observed=y)
+        pm.Potential("cut", pt.switch(mu > 1.5, -np.inf, 0.0))
+    return model
+
+
+def run(step, model, n):
+    step.rng = np.random.default_rng(3)
+    q = DictToArrayBijection.map(model.initial_point())
+    draws, stats = [], []
+    for _ in range(n):
+        q, step_stats = step.astep(q)
+        draws.append(q.data.copy())
+        stats.append(step_stats[0])
+    return np.array(draws), stats
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct):
+    """30 tuning sweeps (a box refit with its probe at 25): every draw and every stat of the
+    compiled sweep equal the NumPy sweep's from the same seed."""
+    model = small_model()
+    with model:
+        steps = [
+            SFPStep(L=8, correct=correct, marginal_points=4, compiled=choice)
+            for choice in (True, False)
+        ]
+    assert steps[0].kernel == "numba" and steps[0].fallback_reason is None
+    assert steps[1].kernel == "numpy" and steps[1].fallback_reason == "compiled=False"
+    draws, stats = run(steps[0], model, 30)
+    reference_draws, reference_stats = run(steps[1], model, 30)
+    # Equal up to the last bits of floating point (NumPy's SIMD exp/log against the C library's,
+    # tests/core/test_compiled_sweep.py), which 30 sweeps carry forward to ~1e-14; every
+    # decision (acceptance, evaluations, edge hits) is exactly the same.
+    close = {"rtol": 1e-10, "atol": 0.0}
+    np.testing.assert_allclose(draws, reference_draws, **close)
+    for compiled, reference in zip(stats, reference_stats, strict=True):
+        for name, value in reference.items():
+            if isinstance(value, float | np.ndarray) and np.asarray(value).dtype.kind == "f":
+                np.testing.assert_allclose(compiled[name], value, **close, err_msg=name)
+            else:
+                assert compiled[name] == value, name
+    np.testing.assert_allclose(steps[0].box_lower, steps[1].box_lower, **close)
+    np.testing.assert_allclose(steps[0].box_upper, steps[1].box_upper, **close)
+
+
+def test_falls_back_with_its_reason():
+    """Collocation and a model compiled without Numba run the NumPy sweep and say why;
+    ``compiled=True`` refuses them."""
+    model = small_model()
+    with model:
+        # Unbatched, collocation compiles no vectorised gradient (seconds less of test time).
+        step = SFPStep(L=8, solver="collocation", batched=False)
+        assert step.kernel == "numpy" and "collocation" in step.fallback_reason
+        with pytest.raises(ValueError, match=r"compiled=True.*collocation"):
+            SFPStep(L=8, solver="collocation", batched=False, compiled=True)
+        step = SFPStep(L=8, compile_kwargs={"mode": "FAST_COMPILE"})
+        assert step.kernel == "numpy" and "Numba backend" in step.fallback_reason
+        with pytest.raises(ValueError, match="compiled must be None, True or False"):
+            SFPStep(compiled="yes")
+    draws, stats = run(step, model, 3)
+    assert np.isfinite(draws).all() and all(s["n_logp_evals"] > 0 for s in stats)
