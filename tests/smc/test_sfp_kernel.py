@@ -82,6 +82,30 @@ def test_discontinuous_likelihood_on_a_bounded_prior():
     assert idata["sample_stats"].attrs["L"] == 20
 
 
+def test_hard_constraint_gives_the_truncated_posterior():
+    """N(0, 2²) restricted to x > 1 by a -inf potential: a truncated normal, α = 0.5."""
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 2.0)
+        pm.Potential("bound", pm.math.switch(x > 1.0, 0.0, -np.inf))
+        idata = pm.sample_smc(
+            draws=DRAWS,
+            chains=1,
+            kernel=pymc_sfp.SFPKernel,
+            random_seed=9,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    draws = idata["posterior"]["x"].values.ravel()
+    assert draws.min() > 1.0
+    alpha = 0.5
+    hazard = stats.norm.pdf(alpha) / stats.norm.sf(alpha)
+    mean = 2.0 * hazard
+    sd = 2.0 * np.sqrt(1 + alpha * hazard - hazard**2)
+    # 4 standard errors, the variance doubled for resampling's duplicates (as above).
+    assert abs(draws.mean() - mean) < 4 * sd * np.sqrt(2 / DRAWS)
+    assert abs(draws.std() - sd) < 4 * sd * np.sqrt(2 * 0.5 / DRAWS)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [({"L": 2}, "L"), ({"n_sweeps": 0}, "n_sweeps"), ({"box_margin": 0.0}, "box_margin")],
