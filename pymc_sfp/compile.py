@@ -6,8 +6,7 @@ the model become shared variables, which PyMC's ``ArrayStepShared`` sets before 
 functions compiled from it are
 
 * :func:`compile_logp_dlogp`: log-density and gradient (the dynamics);
-* :func:`compile_prior_likelihood`: prior and likelihood with their gradients, apart (tempering);
-* :func:`compile_log_likelihood`: prior and likelihood at a point, without gradients (swaps);
+* :func:`compile_log_likelihood`: prior and likelihood at a point, apart (tempering's swaps);
 * :func:`compile_prior_sampler`: exact joint draws of the prior, raveled (tempering's reference);
 * :func:`tempered_model`: a view of the model whose log-density is ``prior + β · likelihood`` with a
   shared ``β``, for any step method to be built on (parallel tempering's explorers);
@@ -65,7 +64,6 @@ __all__ = [
     "compile_batched_logp",
     "compile_log_likelihood",
     "compile_logp_dlogp",
-    "compile_prior_likelihood",
     "compile_prior_sampler",
     "constant_value",
     "coordinate_layout",
@@ -210,38 +208,14 @@ def likelihood_terms(model: pm.Model) -> list:
     return [*model.observed_RVs, *model.potentials]
 
 
-def compile_prior_likelihood(
-    graph: StepGraph, compile_kwargs: dict | None = None
-) -> Callable[[np.ndarray], tuple[float, float, np.ndarray, np.ndarray]]:
-    """``x ↦ (prior, likelihood, ∇ prior, ∇ likelihood)``, for tempering the likelihood.
-
-    The prior is the log-density of the free variables (Jacobians included), the likelihood that
-    of the observed variables and ``pm.Potential`` terms (:func:`likelihood_terms`); their sum is
-    ``model.logp()``. Warmed up at ``graph.start``.
-    """
-    model = graph.model
-    (prior, likelihood), flat = graph.join(
-        [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
-    )
-    function = _compile(
-        [flat],
-        [prior, likelihood, pt.grad(prior, flat), pt.grad(likelihood, flat)],
-        compile_kwargs,
-    )
-    warm_up(function, graph.start)
-
-    def prior_likelihood(x: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray]:
-        prior, likelihood, d_prior, d_likelihood = function(x)
-        return float(prior), float(likelihood), d_prior, d_likelihood
-
-    return prior_likelihood
-
-
 def compile_log_likelihood(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray], tuple[float, float]]:
-    """``x ↦ (prior, likelihood)`` as :func:`compile_prior_likelihood`, without gradients (what a
-    swap between tempered replicas needs). Warmed up at ``graph.start``."""
+    """``x ↦ (prior, likelihood)``, what a swap between tempered replicas needs.
+
+    The prior is the log-density of the free variables (Jacobians included), the likelihood that
+    of the observed variables and ``pm.Potential`` terms (:func:`likelihood_terms`); their sum is
+    ``model.logp()``. Warmed up at ``graph.start``."""
     model = graph.model
     (prior, likelihood), flat = graph.join(
         [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]

@@ -10,7 +10,6 @@ from pymc_sfp.compile import (
     LineEvaluator,
     compile_log_likelihood,
     compile_logp_dlogp,
-    compile_prior_likelihood,
     compile_prior_sampler,
     coordinate_layout,
     random_generators,
@@ -58,12 +57,10 @@ def test_logp_dlogp_matches_pymc(model):
 
 def test_prior_and_likelihood_add_up_to_the_model(model):
     graph = step_graph(model, model.value_vars)
-    prior_likelihood = compile_prior_likelihood(graph)
     x = raveled(model, model.initial_point()) + 0.1
-    prior, likelihood, d_prior, d_likelihood = prior_likelihood(x)
-    logp, grad = compile_logp_dlogp(graph)(x)
+    prior, likelihood = compile_log_likelihood(graph)(x)
+    logp, _ = compile_logp_dlogp(graph)(x)
     assert prior + likelihood == pytest.approx(logp, rel=1e-12)
-    np.testing.assert_allclose(d_prior + d_likelihood, grad, rtol=1e-10)
     # The likelihood is the observed variable and the potential.
     point = model.initial_point() | {
         "u_interval__": x[0],
@@ -122,7 +119,7 @@ def test_float32_model_compiles_to_float64_functions():
         evaluator = LineEvaluator(graph, layout, gradient=True, batched=True)
         logp, grad = compile_logp_dlogp(graph)(x)
         along = evaluator.along(layout.from_value(x), 2, np.array([0.0, 1.0]))
-        return (logp, grad, *compile_prior_likelihood(graph)(x), *along)
+        return (logp, grad, *compile_log_likelihood(graph)(x), *along)
 
     reference = build()
     with pytensor.config.change_flags(floatX="float32"):

@@ -37,7 +37,6 @@ __all__ = [
     "Metric",
     "PhaseState",
     "TransitionInfo",
-    "equal_rejection_ladder",
     "geometric_ladder",
     "leapfrog",
     "refresh_momentum",
@@ -233,34 +232,6 @@ def geometric_ladder(n_temperatures: int, min_beta: float) -> np.ndarray:
     if not 0.0 < min_beta < 1.0:
         raise ValueError(f"min_beta must be in (0, 1), got {min_beta!r}")
     return min_beta ** (np.arange(n_temperatures) / (n_temperatures - 1))
-
-
-def equal_rejection_ladder(
-    betas: np.ndarray, rejection_rates: np.ndarray, min_rate: float = 1e-3
-) -> np.ndarray:
-    """A ladder with the same ends and number of temperatures whose neighbours are expected to
-    reject swaps equally often.
-
-    The mean rejection rate of a pair estimates the *communication barrier* between its two
-    temperatures, and barriers add along the ladder (Syed et al. 2022, "Non-reversible parallel
-    tempering"). The cumulative barrier ``Λ`` is known at the current ``β``'s; interpolated
-    linearly in ``log β``, it is inverted at equally spaced values, so the new ladder puts its
-    temperatures where swaps were hard (a phase transition) and spreads them where swaps were easy.
-
-    Parameters
-    ----------
-    betas : ndarray, shape (K,)
-        Current ladder, strictly decreasing.
-    rejection_rates : ndarray, shape (K - 1,)
-        Mean ``1 − min(1, swap ratio)`` of each neighbouring pair.
-    min_rate : float
-        Floor on each pair's barrier, so that ``Λ`` stays strictly increasing.
-    """
-    barrier = np.concatenate([[0.0], np.cumsum(np.maximum(rejection_rates, min_rate))])
-    targets = np.linspace(0.0, barrier[-1], len(betas))
-    ladder = np.exp(np.interp(targets, barrier, np.log(betas)))
-    ladder[0], ladder[-1] = betas[0], betas[-1]
-    return ladder
 
 
 def swap_neighbours(

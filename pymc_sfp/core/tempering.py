@@ -7,7 +7,9 @@ Replica ``k`` of a ladder ``0 = β_0 < β_1 < … < β_{K-1} = 1`` targets the t
     π_β(x) ∝ p(x) · p(y | x)^β,      log π_β = prior + β · loglik,
 
 so ``β = 0`` is the prior (a proper reference that can often be drawn from exactly) and
-``β = 1`` the posterior. After each exploration step neighbours propose to exchange their states,
+``β = 1`` the posterior. (A ladder may also stop at a hottest ``β_0 > 0``, explored like the
+other rungs; the schedule's functions accept it, the stepping-stone evidence needs ``β_0 = 0``.)
+After each exploration step neighbours propose to exchange their states,
 the even pairs ``(0, 1), (2, 3), …`` and the odd pairs ``(1, 2), (3, 4), …`` alternately
 (the deterministic even/odd scheme, DEO, Sec. 3.2): a state then keeps moving in one direction
 along the ladder until a swap is rejected, which is what makes the scheme non-reversible.
@@ -53,20 +55,27 @@ __all__ = [
 ]
 
 
-def check_schedule(betas: np.ndarray, name: str = "betas") -> np.ndarray:
-    """``betas`` as a float array if it is a valid schedule: strictly increasing from 0 to 1,
-    at least two rungs; else ``ValueError`` naming ``name``."""
+def check_schedule(
+    betas: np.ndarray, name: str = "betas", *, from_prior: bool = True
+) -> np.ndarray:
+    """``betas`` as a float array if it is a valid schedule, else ``ValueError`` naming ``name``.
+
+    A schedule is strictly increasing to 1 with at least two rungs, and starts at 0 (the prior)
+    when ``from_prior``; otherwise its hottest rung may be any ``β_0`` in ``[0, 1)`` (a ladder
+    whose hottest replica is explored rather than drawn from the prior)."""
     ladder = np.asarray(betas, dtype=float)
-    if (
-        ladder.ndim != 1
-        or len(ladder) < 2
-        or ladder[0] != 0.0
-        or ladder[-1] != 1.0
-        or not np.all(np.diff(ladder) > 0)
-    ):
+    valid = (
+        ladder.ndim == 1
+        and len(ladder) >= 2
+        and ladder[-1] == 1.0
+        and bool(np.all(np.diff(ladder) > 0))
+        and (ladder[0] == 0.0 if from_prior else ladder[0] >= 0.0)
+    )
+    if not valid:
+        start = "from 0 (the prior)" if from_prior else "from β_0 >= 0"
         raise ValueError(
             f"{name} must be a strictly increasing sequence of at least two inverse "
-            f"temperatures from 0 (the prior) to 1 (the posterior), got {betas!r}"
+            f"temperatures {start} to 1 (the posterior), got {betas!r}"
         )
     return ladder
 
@@ -184,13 +193,13 @@ def communication_barrier(
     Parameters
     ----------
     betas : ndarray, shape (K,)
-        The schedule, increasing from 0 to 1.
+        The schedule, increasing to 1 (from 0, or from a hottest ``β_0 > 0``).
     rejection_rates : ndarray, shape (K - 1,)
         Mean swap rejection probability of each neighbouring pair.
     min_rate : float
         Floor on each pair's rate, so that ``Λ(β)`` is strictly increasing and can be inverted.
     """
-    betas = check_schedule(betas)
+    betas = check_schedule(betas, from_prior=False)
     rates = np.asarray(rejection_rates, dtype=float)
     if rates.shape != (len(betas) - 1,) or not np.all(np.isfinite(rates)):
         raise ValueError(
@@ -205,14 +214,18 @@ def communication_barrier(
 def optimal_schedule(barrier: Barrier, n_chains: int) -> np.ndarray:
     """The schedule of ``n_chains`` rungs that splits the barrier evenly (Sec. 5.1, Eq. 30):
     ``β_k = Λ⁻¹(k Λ / (n_chains − 1))``, so that every pair is expected to reject swaps equally
-    often, at rate about ``Λ / (n_chains − 1)``. The ends stay at 0 and 1."""
+    often, at rate about ``Λ / (n_chains − 1)``. The ends stay where they were (0, or the
+    hottest ``β_0`` of the schedule the barrier was measured on, and 1)."""
     uniform_schedule(n_chains)  # validates n_chains
     spline = PchipInterpolator(barrier.betas, barrier.cumulative)
     levels = np.linspace(0.0, barrier.total, n_chains)
+    hottest = float(barrier.betas[0])
     betas = np.empty(n_chains)
-    betas[0], betas[-1] = 0.0, 1.0
+    betas[0], betas[-1] = hottest, 1.0
     for k in range(1, n_chains - 1):
-        betas[k] = brentq(lambda b, level=levels[k]: float(spline(b)) - level, 0.0, 1.0, xtol=1e-15)
+        betas[k] = brentq(
+            lambda b, level=levels[k]: float(spline(b)) - level, hottest, 1.0, xtol=1e-15
+        )
     return betas
 
 

@@ -26,7 +26,7 @@ import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars, StatsType
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.step_methods.arraystep import ArrayStepShared
-from pymc.step_methods.compound import BlockedStep, CompoundStep
+from pymc.step_methods.compound import BlockedStep, CompoundStep, flat_statname
 from pymc.util import get_value_vars_from_user_vars
 
 from pymc_sfp._validation import check_int_at_least
@@ -34,6 +34,7 @@ from pymc_sfp.compile import (
     compile_log_likelihood,
     compile_prior_sampler,
     likelihood_terms,
+    random_generators,
     reseed,
     step_graph,
     tempered_model,
@@ -75,12 +76,12 @@ class ParallelTempering(ArrayStepShared):
     r"""Non-reversible parallel tempering on the path from the prior to the posterior.
 
     ``K`` replicas target ``π_β(x) ∝ p(x) p(y | x)^β`` on a schedule ``0 = β_0 < … < β_{K-1} = 1``
-    (Syed et al. 2022). Each draw, every replica takes one step of the *explorer* for its own
-    ``β``; the replica at ``β = 0`` is instead drawn exactly from the prior when the prior can be
-    forward-sampled (as ``pm.sample_smc`` draws its first population). Then neighbours propose to
-    exchange states, even pairs and odd pairs alternately (the non-reversible DEO scheme, Sec. 3),
-    so that a fresh prior draw travels up the ladder without a random walk. The draws are the
-    states of the replica at ``β = 1``.
+    (Syed et al. 2022). In each *round*, every replica takes one step of the *explorer* for its
+    own ``β``; the replica at ``β = 0`` is instead drawn exactly from the prior when the prior can
+    be forward-sampled (as ``pm.sample_smc`` draws its first population). Then neighbours propose
+    to exchange states, even pairs and odd pairs alternately (the non-reversible DEO scheme,
+    Sec. 3), so that a fresh prior draw travels up the ladder without a random walk. A draw is
+    ``rounds_per_draw`` rounds, and records the state of the replica at ``β = 1``.
 
     During tuning, the schedule is adapted at the end of rounds of doubling length (16, 32, 64, …
     draws, until half of the tuning draws): the rejection rates of the round estimate the
@@ -106,7 +107,14 @@ class ParallelTempering(ArrayStepShared):
         ``K`` at the start (or throughout, with ``adapt_n_chains=False``); ``>= 2``.
     betas : array, optional
         An explicit starting schedule instead of the uniform one of ``n_chains`` rungs:
-        strictly increasing from 0 to 1.
+        strictly increasing to 1, from 0 (the prior). With ``prior_draws=False`` it may start at
+        a hottest ``β_0 > 0`` (explored like the other rungs, and kept there by the adaptation);
+        the prior may then be improper, and there is no stepping-stone evidence.
+    rounds_per_draw : int, default 1
+        Explore-and-swap rounds per recorded draw (``>= 1``). More rounds carry more fresh
+        states from the prior to the posterior between draws, so the mode weights of separated
+        modes decorrelate faster per draw, at that many times the cost of a draw; like thinning,
+        but every round's swaps count for the adaptation and the barrier.
     adapt_schedule : bool, default True
         Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
     adapt_n_chains : bool, default True
@@ -138,12 +146,22 @@ class ParallelTempering(ArrayStepShared):
     *Evidence.* :func:`tempering_log_evidence` computes the stepping-stone estimate of
     ``log p(y)`` from the stats ``log_likelihoods`` and ``betas``.
 
+    *The explorer's stats* are recorded too, under their own names (``sampler_<i>__<name>`` for
+    a ``CompoundStep`` explorer), except where a name is one of the stats below: those of the
+    replica at ``β = 1`` in the last round of the draw, except counts (integer stats named
+    ``n_…``, e.g. ``n_grad_evals``), which are summed over every replica and round of the draw,
+    and PyMC's ``warning``, which carries the first warning of any replica, so that ``pm.sample``
+    logs it. An explorer with a ``diverging`` stat adds ``replica_diverging``: a flag per rung
+    (coldest last, as ``betas``), set if that rung's explorer diverged in any round of the draw.
+
     Sample stats (per-rung vectors padded with NaN up to ``max_chains``, coldest last):
     ``betas`` (the schedule), ``log_likelihoods`` (``ℓ`` of each rung's state after the swaps),
     ``swap_accept`` (acceptance probability of each pair, NaN if not proposed in that draw),
     ``n_chains``, ``barrier`` (the ``Λ`` estimate: of the last tuning round during tuning,
     then of the swaps since tuning ended), ``round_trips`` (completed since tuning ended;
-    since the last schedule change during tuning), ``model_logp``.
+    since the last schedule change during tuning), ``model_logp``. With several rounds per draw
+    ``swap_accept`` is the mean over the rounds that proposed the pair, and ``log_likelihoods``
+    those of the last round.
 
     References
     ----------
@@ -170,6 +188,7 @@ class ParallelTempering(ArrayStepShared):
         explorer_kwargs: Mapping[str, Any] | None = None,
         n_chains: int = 8,
         betas: Sequence[float] | None = None,
+        rounds_per_draw: int = 1,
         adapt_schedule: bool = True,
         adapt_n_chains: bool = True,
         min_chains: int = 4,
@@ -193,7 +212,8 @@ class ParallelTempering(ArrayStepShared):
         if betas is None:
             schedule = uniform_schedule(check_int_at_least(n_chains, 2, "n_chains"))
         else:
-            schedule = check_schedule(betas)
+            schedule = check_schedule(betas, from_prior=prior_draws is not False)
+        self.rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
         if len(schedule) > max_chains:
             raise ValueError(
                 f"the starting schedule has {len(schedule)} rungs, more than max_chains="
@@ -215,21 +235,27 @@ class ParallelTempering(ArrayStepShared):
         missing = sorted({v.name for v in model.value_vars} - {v.name for v in value_vars})
         if missing:
             raise ValueError(
-                "ParallelTempering must sample every free variable of the model (tempering one "
-                f"block of a CompoundStep is not exact); it would not sample {missing}"
+                f"{type(self).__name__} must sample every free variable of the model (tempering "
+                f"one block of a CompoundStep is not exact); it would not sample {missing}"
             )
         improper = [
             rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)
         ]
-        if improper:
+        if improper and schedule[0] == 0.0:
             raise ValueError(
                 f"the prior is improper ({improper} are pm.Flat/pm.HalfFlat): parallel tempering "
-                "starts from the prior (β = 0); give them proper priors, e.g. a wide pm.Uniform"
+                "starts from the prior (β = 0); give them proper priors, e.g. a wide pm.Uniform, "
+                "or give betas starting above 0 with prior_draws=False"
             )
         graph = step_graph(model, value_vars, initial_point)
+        if random_generators(graph):
+            raise ValueError(
+                f"{type(self).__name__} does not support pm.Minibatch data: the swaps compare "
+                "log-likelihoods, which must be of the full data"
+            )
         self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
         self._prior_sampler = None
-        if prior_draws is None or prior_draws:
+        if schedule[0] == 0.0 and (prior_draws is None or prior_draws):
             self._prior_sampler = compile_prior_sampler(graph, compile_kwargs)
             if prior_draws and self._prior_sampler is None:
                 raise ValueError(
@@ -257,14 +283,18 @@ class ParallelTempering(ArrayStepShared):
         self.adapt_schedule = bool(adapt_schedule)
         self.adapt_n_chains = bool(adapt_n_chains) and self.adapt_schedule
         self.min_chains, self.max_chains = min_chains, max_chains
-        self.stats_dtypes_shapes = {
-            **type(self).stats_dtypes_shapes,
+        own = {
+            **ParallelTempering.stats_dtypes_shapes,
             # Vectors are object stats for PyMC's NDArray backend; the leading length-1 axis
             # (see astep) makes its stacking over draws give (draw, rung).
             "betas": (object, [max_chains]),
             "log_likelihoods": (object, [max_chains]),
             "swap_accept": (object, [max_chains - 1]),
         }
+        self._forwarded = _ForwardedStats(self._explorer, set(own))
+        if self._forwarded.has_diverging:
+            own["replica_diverging"] = (object, [max_chains])
+        self.stats_dtypes_shapes = self._forwarded.dtypes_shapes | own
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in self.stats_dtypes_shapes.items()}]
         super().__init__(value_vars, graph.shared, blocked=blocked, rng=rng)
         self.tune = True
@@ -284,6 +314,7 @@ class ParallelTempering(ArrayStepShared):
         self.betas = self.initial_betas.copy()
         self.round_ends = _round_ends(self.n_tune) if self.adapt_schedule else set()
         self.n_rounds = 0
+        self.tuning_draws = 0
         self.draws_done = 0
         self.barrier = float("nan")
         self.replicas = np.empty((0, 0))
@@ -344,17 +375,51 @@ class ParallelTempering(ArrayStepShared):
         if self.replicas.shape[0] != n_chains:
             self.replicas = np.tile(np.asarray(q0.data, dtype=np.float64), (n_chains, 1))
         self.replicas[-1] = q0.data
-        terms = np.empty((n_chains, 2))
+        collected = self._forwarded.start(n_chains)
+        accepted, proposed = np.zeros(n_chains - 1), np.zeros(n_chains - 1)
+        for _ in range(self.rounds_per_draw):
+            terms, swap_accept = self._round(info, collected)
+            swapped = ~np.isnan(swap_accept)
+            accepted[swapped] += swap_accept[swapped]
+            proposed += swapped
+        betas = self.betas
+        if self.tune:
+            self.tuning_draws += 1
+            if self.tuning_draws in self.round_ends:
+                self._adapt()
+        else:
+            self._update_barrier()
+            self.draws_done += 1
+            if self.draws_done == self.n_draws:
+                self._warn_round_trips()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_accept = np.where(proposed > 0, accepted / proposed, np.nan)
+        stats = collected.stats(self.max_chains) | {
+            "n_chains": n_chains,
+            "barrier": self.barrier,
+            "round_trips": self.index_process.round_trips,
+            "model_logp": float(terms[-1].sum()),
+            "betas": self._padded(betas, self.max_chains),
+            "log_likelihoods": self._padded(terms[:, 1], self.max_chains),
+            "swap_accept": self._padded(mean_accept, self.max_chains - 1),
+        }
+        return RaveledVars(self.replicas[-1].copy(), info), [stats]
+
+    def _round(self, info, collected: _Collected) -> tuple[np.ndarray, np.ndarray]:
+        """One round: every rung explores (or draws from the prior), then one even or odd set of
+        swaps. Returns each rung's ``(prior, log-likelihood)`` after the swaps and the swaps'
+        acceptance probabilities."""
+        terms = np.empty((len(self.betas), 2))
         for k, beta in enumerate(self.betas):
             if k == 0 and self._prior_sampler is not None:
                 self.replicas[0] = self._prior_sampler[0]()
             else:
-                self.replicas[k] = self._explore(k, beta, self.replicas[k], info)
+                self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
             terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
         if not np.all(np.isfinite(terms)):
             bad = np.flatnonzero(~np.all(np.isfinite(terms), axis=1)).tolist()
             raise pm.exceptions.SamplingError(
-                f"ParallelTempering: the prior or likelihood is not finite at the states of "
+                f"{type(self).__name__}: the prior or likelihood is not finite at the states of "
                 f"rungs {bad} (β = {self.betas[bad]})"
             )
         order, swap_accept = swap_neighbours(
@@ -364,31 +429,16 @@ class ParallelTempering(ArrayStepShared):
         self.n_rounds += 1
         self.swap_record = record_swaps(self.swap_record, swap_accept)
         self.index_process = update_index_process(self.index_process, order)
-        betas = self.betas
-        if self.tune:
-            if self.n_rounds in self.round_ends:
-                self._adapt()
-        else:
-            self._update_barrier()
-            self.draws_done += 1
-            if self.draws_done == self.n_draws:
-                self._warn_round_trips()
-        stats = {
-            "n_chains": n_chains,
-            "barrier": self.barrier,
-            "round_trips": self.index_process.round_trips,
-            "model_logp": float(terms[-1].sum()),
-            "betas": self._padded(betas, self.max_chains),
-            "log_likelihoods": self._padded(terms[:, 1], self.max_chains),
-            "swap_accept": self._padded(swap_accept, self.max_chains - 1),
-        }
-        return RaveledVars(self.replicas[-1].copy(), info), [stats]
+        return terms, swap_accept
 
-    def _explore(self, k: int, beta: float, q: np.ndarray, info) -> np.ndarray:
+    def _explore(
+        self, k: int, beta: float, q: np.ndarray, info, collected: _Collected
+    ) -> np.ndarray:
         """One step of the explorer of rung ``k`` at ``β``."""
         self._beta.set_value(np.float64(beta))
         point = DictToArrayBijection.rmap(RaveledVars(q, info))
-        new_point, _ = self._explorers[k].step(point)
+        new_point, stats = self._explorers[k].step(point)
+        collected.add(k, stats)
         return DictToArrayBijection.map({name: new_point[name] for name, *_ in info}).data
 
     @staticmethod
@@ -444,6 +494,72 @@ class ParallelTempering(ArrayStepShared):
     @staticmethod
     def _make_progressbar_update_functions():
         return progressbar_updates(_PROGRESS_FIELDS)
+
+
+class _ForwardedStats:
+    """Which of the explorer's stats a draw records, and how (see :class:`ParallelTempering`'s
+    Notes): names flattened as PyMC flattens a ``CompoundStep``'s, clashes with the tempering's
+    own stats dropped, counts summed."""
+
+    def __init__(self, explorer: Any, own: set[str]):
+        self.compound = isinstance(explorer, CompoundStep)
+        self.dtypes_shapes = {
+            name: spec for name, spec in explorer.stats_dtypes_shapes.items() if name not in own
+        }
+        self.counts = {
+            name
+            for name, (dtype, _) in self.dtypes_shapes.items()
+            if name.rpartition("__")[2].startswith("n_")
+            and np.issubdtype(np.dtype(dtype), np.integer)
+        }
+        self.warnings = {
+            name for name in self.dtypes_shapes if name.rpartition("__")[2] == "warning"
+        }
+        self.has_diverging = "diverging" in self.dtypes_shapes
+
+    def flatten(self, stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {
+            flat_statname(i, name) if self.compound else name: value
+            for i, part in enumerate(stats)
+            for name, value in part.items()
+        }
+
+    def start(self, n_chains: int) -> _Collected:
+        return _Collected(self, n_chains)
+
+
+class _Collected:
+    """The explorer stats of one draw, gathered over its rounds and rungs."""
+
+    def __init__(self, forwarded: _ForwardedStats, n_chains: int):
+        self.forwarded = forwarded
+        self.n_chains = n_chains
+        self.cold: dict[str, Any] = {}
+        self.counts = dict.fromkeys(forwarded.counts, 0)
+        self.warnings: dict[str, Any] = dict.fromkeys(forwarded.warnings)
+        self.diverging = np.zeros(n_chains, dtype=bool)
+
+    def add(self, rung: int, stats: Sequence[Mapping[str, Any]]) -> None:
+        flat = self.forwarded.flatten(stats)
+        if rung == self.n_chains - 1:
+            self.cold = flat
+        for name in self.counts:
+            self.counts[name] += int(flat.get(name, 0))
+        for name in self.warnings:
+            if self.warnings[name] is None:
+                self.warnings[name] = flat.get(name)
+        self.diverging[rung] |= bool(flat.get("diverging", False))
+
+    def stats(self, max_chains: int) -> dict[str, Any]:
+        out = {
+            name: value for name, value in self.cold.items() if name in self.forwarded.dtypes_shapes
+        }
+        out |= self.counts | self.warnings
+        if self.forwarded.has_diverging:
+            flags = np.zeros((1, max_chains), dtype=bool)
+            flags[0, : self.n_chains] = self.diverging
+            out["replica_diverging"] = flags
+        return out
 
 
 def _clone_step(step: Any) -> Any:

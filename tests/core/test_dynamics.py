@@ -9,7 +9,6 @@ from pymc_sfp.core.dynamics import (
     DynamicsSettings,
     Metric,
     PhaseState,
-    equal_rejection_ladder,
     geometric_ladder,
     leapfrog,
     swap_neighbours,
@@ -151,13 +150,3 @@ def test_geometric_ladder_and_swap_rule():
     assert np.isnan(accept[0]) and accept[1] == pytest.approx(np.exp(-12.0))
     order, _ = swap_neighbours(log_likelihoods, betas, 1, lambda: 0.0)
     np.testing.assert_array_equal(order, [0, 2, 1])
-
-
-def test_equal_rejection_ladder():
-    ladder = np.array([1.0, 0.5, 0.25, 0.125])
-    np.testing.assert_allclose(equal_rejection_ladder(ladder, np.full(3, 0.3)), ladder)
-    # Barriers 0.6, 0.001, 0.001 (floored): cumulative 0, 0.6, 0.601, 0.602, inverted at
-    # thirds of 0.602 by linear interpolation in log β.
-    fractions = np.array([1.0, 2.0]) * 0.602 / 3 / 0.6
-    expected = [1.0, *(0.5**fractions), 0.125]
-    np.testing.assert_allclose(equal_rejection_ladder(ladder, [0.6, 0.0, 0.0]), expected)

@@ -112,6 +112,23 @@ def test_optimal_schedule_inverts_the_cumulative_barrier():
     np.testing.assert_allclose(optimal_schedule(barrier, 10), expected, rtol=1e-3, atol=1e-6)
 
 
+def test_optimal_schedule_of_a_ladder_with_a_hottest_beta_above_zero():
+    # A ladder from β_0 = 0.05 (explored, not the prior): the barrier is measured from β_0 and
+    # the new rungs solve Λ(β_k) − Λ(β_0) = k (Λ(1) − Λ(β_0)) / 6, with β_0 and 1 kept.
+    fine = np.linspace(0.05, 1.0, 401)
+    barrier = communication_barrier(fine, np.diff(gaussian_path_barrier(fine)))
+    assert barrier.total == pytest.approx(
+        gaussian_path_barrier(1.0) - gaussian_path_barrier(0.05), rel=1e-12
+    )
+    levels = gaussian_path_barrier(0.05) + np.linspace(0, 1, 7) * barrier.total
+    expected = SIGMA2 * np.expm1(levels * np.pi)
+    schedule = optimal_schedule(barrier, 7)
+    assert schedule[0] == 0.05 and schedule[-1] == 1.0
+    np.testing.assert_allclose(schedule, expected, rtol=1e-3)
+    with pytest.raises(ValueError, match=r"from β_0 >= 0 to 1"):
+        check_schedule([-0.1, 1.0], from_prior=False)
+
+
 def _conjugate_normal(n_data=20, tau=2.0, seed=3):
     """θ ~ N(0, τ²), y_i ~ N(θ, 1): the tempered posteriors are normal and log Z is analytic."""
     y = np.random.default_rng(seed).normal(1.0, 1.0, n_data)

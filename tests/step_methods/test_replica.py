@@ -98,12 +98,15 @@ def test_replica_exchange_ladder_adapts_to_equal_swap_rates(separated_modes):
     # Each rate averages about 1000 proposals (standard error < 0.02).
     assert rates[False].max() - rates[False].min() > 0.5
     assert rates[True].max() - rates[True].min() < 0.15
-    np.testing.assert_array_equal(ladders[False], np.broadcast_to(crowded, ladders[False].shape))
+    # The stats order the rungs hottest first, as ParallelTempering does.
+    np.testing.assert_array_equal(
+        ladders[False], np.broadcast_to(crowded[::-1], ladders[False].shape)
+    )
     adapted = ladders[True]
-    assert np.all(adapted[..., 0] == 1.0) and np.all(adapted[..., -1] == 0.003)
-    assert np.all(np.diff(adapted, axis=-1) < 0)
+    assert np.all(adapted[..., -1] == 1.0) and np.all(adapted[..., 0] == 0.003)
+    assert np.all(np.diff(adapted, axis=-1) > 0)
     assert np.all(adapted == adapted[:, :1])  # frozen after tuning
-    assert np.all(adapted[:, 0, 1] < 0.6)
+    assert np.all(adapted[:, 0, -2] < 0.6)
 
 
 def test_replica_exchange_reproducible_across_cores(separated_modes):
@@ -126,6 +129,24 @@ def test_replica_exchange_reproducible_across_cores(separated_modes):
     x = runs[0].posterior["x"].values[0, :5]
     lp = runs[0].sample_stats["lp"].values[0, :5]
     np.testing.assert_allclose(lp, [logp({"x": value}) for value in x], rtol=1e-10)
+
+
+def test_replica_exchange_with_an_improper_prior():
+    # The hottest replica is at β = 0.05, not the prior, so a flat prior is fine: every rung's
+    # target, N(1, 1/(2β)) here, is proper.
+    with pm.Model() as model:
+        x = pm.Flat("x")
+        pm.Normal("y", x, 1.0, observed=[0.5, 1.5])
+    idata = sample(
+        model,
+        lambda: ReplicaExchangeDynamics(n_temperatures=3, min_beta=0.05, n_leapfrog=5),
+        draws=1000,
+        tune=500,
+    )
+    x = idata.posterior["x"]
+    mcse = float(az.mcse(x.rename("x").to_dataset())["x"])
+    assert abs(float(x.mean()) - 1.0) < 4 * mcse
+    assert idata.sample_stats["betas"].values[0, 0, 0] == pytest.approx(0.05)
 
 
 def test_replica_exchange_bad_input(separated_modes):

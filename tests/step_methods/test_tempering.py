@@ -1,6 +1,8 @@
 """``ParallelTempering``: mode weights across large barriers from dispersed starts, the
 stepping-stone evidence, every kind of explorer, reproducibility, warnings and bad input."""
 
+import functools
+
 import arviz as az
 import numpy as np
 import pymc as pm
@@ -165,6 +167,65 @@ def test_any_explorer_samples_its_tempered_target(two_modes_boxed, explorer):
     assert np.quantile(within_modes, 0.95) < 3.0  # draws sit in the unit-sd modes
 
 
+@pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")  # short runs
+def test_explorer_stats_and_several_rounds_per_draw(two_modes):
+    # Four rungs, the prior drawn: three explorers step in each of three rounds, each step five
+    # leapfrog steps and one gradient at the start (6, as StochasticDynamics reports alone).
+    idata = sample(
+        two_modes,
+        lambda: ParallelTempering(
+            n_chains=4,
+            adapt_n_chains=False,
+            rounds_per_draw=3,
+            explorer=functools.partial(StochasticDynamics, n_leapfrog=5),
+        ),
+        draws=20,
+        tune=10,
+        chains=1,
+    )
+    stats_ = idata.sample_stats
+    assert np.all(stats_["n_grad_evals"].values == 3 * 3 * 6)
+    for name in ("step_size", "accept", "energy_error", "diverging", "divergences"):
+        assert name in stats_, name
+    assert stats_["replica_diverging"].shape == (1, 20, 32)
+    # Three rounds propose every pair at least once: a mean acceptance for each.
+    accept = stats_["swap_accept"].values[0, :, :3]
+    assert np.all((accept >= 0) & (accept <= 1))
+
+
+@pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")
+def test_stats_of_a_compound_explorer_and_of_sfp():
+    with pm.Model() as model:
+        a = pm.Uniform("a", -3.0, 3.0)
+        pm.Uniform("b", -3.0, 3.0)
+        pm.Normal("y", a + model["b"], 1.0, observed=[0.3, 0.1])
+
+    def slice_then_metropolis(vars, model, **kwargs):
+        return pm.CompoundStep(
+            [pm.Slice([model["a"]], model=model), pm.Metropolis([model["b"]], model=model)]
+        )
+
+    fixed = dict(n_chains=3, adapt_n_chains=False)
+    compound = sample(
+        model,
+        lambda: ParallelTempering(explorer=slice_then_metropolis, **fixed),
+        draws=20,
+        tune=10,
+        chains=1,
+    )
+    assert {"sampler_0__nstep_out", "sampler_1__accept"} <= set(compound.sample_stats)
+    sfp = sample(
+        model,
+        lambda: ParallelTempering(explorer=functools.partial(SFPStep, L=20), **fixed),
+        draws=20,
+        tune=10,
+        chains=1,
+    )
+    # Two explored rungs, two coordinates, at least L evaluations per line.
+    assert np.all(sfp.sample_stats["n_logp_evals"].values >= 2 * 2 * 20)
+    assert "sfp_cdf__a" in sfp.sample_stats
+
+
 @pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")  # 40 draws are too few
 def test_reproducible_with_random_seed_and_across_cores(two_modes):
     def run(cores):
@@ -207,6 +268,8 @@ def test_bad_input(two_modes):
             ParallelTempering(betas=[0.1, 0.5, 1.0])
         with pytest.raises(TypeError, match="unexpected keyword arguments"):
             ParallelTempering(temperatures=3)
+        with pytest.raises(ValueError, match="rounds_per_draw must be an integer >= 1"):
+            ParallelTempering(rounds_per_draw=0)
         with pytest.raises(TypeError, match="explorer must build a PyMC step method"):
             ParallelTempering(explorer=lambda **kw: object())
     with pm.Model():
@@ -217,6 +280,11 @@ def test_bad_input(two_modes):
         a = pm.Flat("a")
         pm.Normal("y", a, 1.0, observed=[0.0])
         with pytest.raises(ValueError, match="prior is improper"):
+            ParallelTempering()
+    with pm.Model():
+        a = pm.Normal("a")
+        pm.Normal("y", a, 1.0, observed=pm.Minibatch(np.zeros(10), batch_size=2), total_size=10)
+        with pytest.raises(ValueError, match=r"does not support pm\.Minibatch"):
             ParallelTempering()
     with pm.Model():
         a, b = pm.Normal("a"), pm.Normal("b")
