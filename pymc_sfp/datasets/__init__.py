@@ -19,6 +19,13 @@ Synthetic problems, nothing downloaded (:mod:`pymc_sfp.datasets.synthetic`):
 * :func:`~synthetic.make_teacher_perceptron` — a teacher perceptron with output noise (Opper &
   Winther 1996).
 
+Multimodal test targets with exact mode weights and log evidence (:mod:`pymc_sfp.datasets.targets`):
+
+* :class:`~targets.GaussianMixtureTarget` — a Gaussian mixture likelihood under a uniform or
+  normal prior.
+* :class:`~targets.RingTarget` — a ring in 3-D under a uniform prior.
+* :func:`~targets.multimodal_targets` — the named set of the tests and the tempering benchmarks.
+
 The cache: :func:`get_data_home` returns it, :func:`clear_data_home` deletes it.
 
 Where a data file is looked for, in order:
@@ -56,11 +63,14 @@ from pymc_sfp.datasets.papers import (
     load_santafe_b,
 )
 from pymc_sfp.datasets.synthetic import make_robot_arm, make_teacher_perceptron
+from pymc_sfp.datasets.targets import GaussianMixtureTarget, RingTarget, multimodal_targets
 
 __all__ = [
     "DATA_ENV_VAR",
     "DATA_HOME_ENV_VAR",
+    "GaussianMixtureTarget",
     "GlassData",
+    "RingTarget",
     "clear_data_home",
     "embed",
     "get_data_home",
@@ -71,4 +81,5 @@ __all__ = [
     "load_santafe_b",
     "make_robot_arm",
     "make_teacher_perceptron",
+    "multimodal_targets",
 ]

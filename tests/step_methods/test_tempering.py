@@ -11,7 +11,6 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from benchmarks._problems import MIX2_MEANS, mixture_2d_model
 from pymc_sfp import (
     ParallelTempering,
     RoundTripWarning,
@@ -19,6 +18,7 @@ from pymc_sfp import (
     StochasticDynamics,
     tempering_log_evidence,
 )
+from pymc_sfp.datasets import multimodal_targets
 from tests.helpers import sample
 
 #: 0.3 N(−15, 1) + 0.7 N(15, 1) under a N(0, 20²) prior: the likelihood falls by 112 nats
@@ -124,12 +124,13 @@ def test_weights_of_a_2d_mixture_whose_modes_differ_in_both_coordinates():
     # 0.5 N((6, −5), I) + 0.5 N((−2, 3), I) on the uniform box [−10, 10]²: neither coordinate
     # alone separates the modes' basins for a local sampler. The evidence is the mass of the
     # mixture inside the box over its area, 1/400 up to tails below 1e-6. Tolerances as above.
+    target = multimodal_targets()["mixture-2d"]
     idata = sample(
-        mixture_2d_model("uniform"),
+        target.model(),
         ParallelTempering,
         draws=2000,
         tune=500,
-        initvals=[{"x": MIX2_MEANS[0]}, {"x": MIX2_MEANS[1]}],
+        initvals=[{"x": target.means[0]}, {"x": target.means[1]}],
     )
     first_mode = idata.posterior["x"].isel(x_dim_0=0) > 2.0
     errors, mcses = per_chain_weight_errors(first_mode, 0.5)
