@@ -422,14 +422,14 @@ def benchmark(s: Settings) -> Section:
             "",
             block_table,
             "",
-            "Mean swap acceptance of neighbouring replicas (coldest pair first): "
+            "Mean swap acceptance of neighbouring replicas (hottest pair first): "
             + ", ".join(f"{r:.2f}" for r in swap_rates)
             + ". Adapted ladders: "
             + "; ".join(
                 f"chain {c}: " + ", ".join(f"{b:.3g}" for b in ladder)
                 for c, ladder in enumerate(ladders)
             )
-            + ". Divergent draws after tuning per replica (coldest first): "
+            + ". Divergent draws after tuning per replica (hottest first): "
             + ", ".join(str(int(n)) for n in replica_divergences)
             + ".",
             "",

@@ -10,12 +10,13 @@ therefore stays in the mode it starts in, and so do NUTS, Metropolis and Slice
 (``benchmarks/RESULTS.md``, SFP section 1b: 0 mode switches for every MCMC sampler, every chain
 reports weight 1 for one mode, R-hat 1.00 from a common start).
 
-Global moves are needed. :class:`pymc_sfp.ReplicaExchangeDynamics` runs stochastic dynamics on
-a ladder of tempered targets ``p(x)^β`` and swaps states between neighbours, so the hot
-replicas carry the cold one across the barrier; PyMC's ``pm.sample_smc`` tempers from the
-prior and, in the benchmark, got the weights right to 0.011 in 2.8 s, the best of all samplers
-there. The prior here is ``U(−10, 10)`` in each coordinate (the mass outside the box is
-negligible), so that tempering has a proper distribution to start from.
+Global moves are needed. :class:`pymc_sfp.ParallelTempering` runs a ladder of tempered targets
+``prior · likelihood^β`` from the prior (``β = 0``, drawn exactly) to the posterior and swaps
+states between neighbours, so fresh prior draws climb the ladder and carry the cold replica
+across the barrier; PyMC's ``pm.sample_smc`` tempers from the prior too and, in the benchmark,
+got the weights right to 0.011 in 2.8 s, the best of all samplers there. The prior here is
+``U(−10, 10)`` in each coordinate (the mass outside the box is negligible), so that tempering
+has a proper distribution to start from.
 """
 
 # %%
@@ -52,10 +53,8 @@ with model:
     runs["SFPStep"] = pm.sample(
         step=pymc_sfp.SFPStep(), compute_convergence_checks=False, **sample_kwargs
     )
-    runs["ReplicaExchangeDynamics"] = pm.sample(
-        step=pymc_sfp.ReplicaExchangeDynamics(n_temperatures=6, min_beta=0.01, n_leapfrog=5),
-        compute_convergence_checks=False,
-        **sample_kwargs,
+    runs["ParallelTempering"] = pm.sample(
+        step=pymc_sfp.ParallelTempering(), compute_convergence_checks=False, **sample_kwargs
     )
     runs["SMC"] = pm.sample_smc(
         draws=DRAWS, chains=CHAINS, cores=1, random_seed=6, progressbar=False
@@ -68,17 +67,23 @@ for name, idata in runs.items():
         + " / ".join(f"{w:.2f}" for w in weights)
         + "  (true 0.50)"
     )
-swaps = np.nanmean(
-    runs["ReplicaExchangeDynamics"]["sample_stats"]["swap_accept"].values, axis=(0, 1)
-)
+tempering = runs["ParallelTempering"]["sample_stats"]
+n_replicas = int(tempering["n_chains"].values[0, -1])
+swaps = np.nanmean(tempering["swap_accept"].values[0, :, : n_replicas - 1], axis=0)
 print(
-    "mean swap acceptance of neighbouring replicas, coldest pair first:",
+    f"{n_replicas} replicas; mean swap acceptance of neighbouring replicas, from the prior up:",
     " ".join(f"{s:.2f}" for s in swaps),
+)
+# The potential is each mode's Gaussian without its 1/(2π), so the evidence is 2π/400.
+evidence = pymc_sfp.tempering_log_evidence(runs["ParallelTempering"])
+print(
+    f"stepping-stone log evidence {evidence.log_evidence:.3f} ± {evidence.standard_error:.3f}; "
+    f"exact log(2π/400) = {np.log(2 * np.pi / 400):.3f}"
 )
 
 # %%
 # The draws of each sampler, one colour per chain: the SFP chains each sit in one mode, while
-# the replica-exchange chains and SMC's particles cover both.
+# the tempered chains and SMC's particles cover both.
 fig, axes = plt.subplots(1, 3, figsize=(12, 4), sharex=True, sharey=True, layout="constrained")
 for ax, (name, idata) in zip(axes, runs.items(), strict=True):
     for chain, draws in enumerate(idata["posterior"]["x"].values):
@@ -92,7 +97,7 @@ plt.show()
 # %%
 # Diagnostics: with dispersed starts, R-hat of stuck chains is large; from a common start all
 # chains may sit in the same mode and R-hat reads 1.00, so the mode weights per chain, or a
-# sampler with global moves, are the check. For the replica ladder, look at ``swap_accept``
-# (each neighbouring pair should swap at a rate of about 0.2 or more) and ``betas`` (the
-# adapted ladder); if the hottest replica does not move freely between the modes, lower
-# ``min_beta``.
+# sampler with global moves, are the check. For parallel tempering, look at ``round_trips``
+# (each one carries an independent prior draw to the posterior: a ``RoundTripWarning`` says
+# when there are too few to trust the weights), ``barrier`` (the communication barrier Λ the
+# number of replicas was chosen from) and ``swap_accept`` per pair.

@@ -30,7 +30,8 @@ SETTINGS = dict(chains=1, cores=1, progressbar=False, compute_convergence_checks
 STEPS = {
     "sfp": lambda: pymc_sfp.SFPStep(marginal_points=0),
     "ghmc": pymc_sfp.StochasticDynamics,
-    "replica": lambda: pymc_sfp.ReplicaExchangeDynamics(n_temperatures=4),
+    # ReplicaExchangeDynamics is this step with a dynamics explorer and a hottest β above 0.
+    "tempering": pymc_sfp.ParallelTempering,
 }
 
 
@@ -56,7 +57,7 @@ def test_reused_step_samples_as_a_fresh_one(name):
         # 20–45 s each on two shared cores: the budgets are what fits.
         ("sfp", 50, 50, 100, 9, 5),
         ("ghmc", 100, 100, 200, 19, 10),
-        ("replica", 60, 100, 200, 19, 5),
+        ("tempering", 60, 100, 200, 19, 5),
     ],
 )
 def test_exact_samplers_are_calibrated(name, n_simulations, tune, draws, n_posterior_draws, n_bins):

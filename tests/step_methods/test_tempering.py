@@ -140,6 +140,33 @@ def test_weights_of_a_2d_mixture_whose_modes_differ_in_both_coordinates():
     assert abs(evidence.log_evidence + np.log(400.0)) < 4 * evidence.standard_error
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mixture-2d-3modes", "mixture-5d"])
+def test_weights_of_modes_that_no_coordinate_separates(name):
+    # Three modes in 2-D, none on a coordinate line of another; two modes along the diagonal of
+    # 5-D (a 31-nat barrier), weights 0.3 / 0.7. One chain starts at each mode's centre; every
+    # chain's weight of every mode must be within 4 of its MCSE, as above, and the evidence
+    # within 4 standard errors of the exact value. Two rounds per draw double the round trips.
+    target = multimodal_targets()[name]
+    idata = sample(
+        target.model(),
+        lambda: ParallelTempering(rounds_per_draw=2),
+        draws=2000,
+        tune=500,
+        chains=target.n_modes,
+        initvals=[{"x": centre} for centre in target.mode_centres],
+    )
+    labels = xr.DataArray(
+        target.mode_labels(idata.posterior["x"].values), dims=("chain", "draw")
+    ).assign_coords(chain=idata.posterior["chain"].values)
+    for mode, weight in enumerate(target.posterior_weights):
+        errors, mcses = per_chain_weight_errors(labels == mode, weight)
+        assert np.all(4 * mcses <= 0.3), (mode, mcses)
+        assert np.all(errors < 4 * mcses), (mode, errors, mcses)
+    evidence = tempering_log_evidence(idata)
+    assert abs(evidence.log_evidence - target.log_evidence) < 4 * evidence.standard_error
+
+
 @pytest.mark.parametrize(
     "explorer",
     [
