@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -237,7 +237,7 @@ def bench_targets(s: Settings) -> Section:
         f"{s.draws} draws after {s.tune} tuning steps, chain c starting at the centre of mode "
         "c mod K (NUTS with `init='adapt_diag'`, so without jitter); SMC "
         f"`pm.sample_smc(draws={s.smc_draws})` per chain. PT: "
-        f"`ParallelTempering(**{dict(s.pt_kwargs)})` (explorer `StochasticDynamics`); PT "
+        f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`); PT "
         f"(SFPStep explorer): `explorer=SFPStep, explorer_kwargs={{'L': {s.sfp_L}}}` on the "
         f"boxed targets of dimension ≤ {s.sfp_max_dim}. The targets are "
         "`pymc_sfp.datasets.multimodal_targets()`: a proper prior on `x` and a normalised "
@@ -450,3 +450,8 @@ def bench_kernel(s: Settings) -> Section:
         ),
     ]
     return Section("kernel", "\n".join(parts))
+
+
+def _call_arguments(kwargs: Mapping[str, Any]) -> str:
+    """``a=1, b='x'``: keyword arguments as they would be written in the call."""
+    return ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
