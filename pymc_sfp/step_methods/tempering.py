@@ -143,8 +143,10 @@ class ParallelTempering(ArrayStepShared):
     ±0.15. Their rate is at most ``1 / (2 + 2Λ)`` per draw (Theorem 1): a barrier ``Λ`` of 5 costs
     at least 12 draws per round trip, whatever ``K``.
 
-    *Evidence.* :func:`tempering_log_evidence` computes the stepping-stone estimate of
-    ``log p(y)`` from the stats ``log_likelihoods`` and ``betas``.
+    *Evidence.* Each chain's stepping-stone estimate of ``log p(y)`` and its standard error are
+    the stats ``log_evidence`` and ``log_evidence_se`` of its last draw (NaN in the other draws,
+    and for a ladder that stops short of the prior); :func:`tempering_log_evidence` combines
+    the chains, computing them from the stats ``log_likelihoods`` and ``betas``.
 
     *The explorer's stats* are recorded too, under their own names (``sampler_<i>__<name>`` for
     a ``CompoundStep`` explorer), except where a name is one of the stats below: those of the
@@ -178,6 +180,8 @@ class ParallelTempering(ArrayStepShared):
         "barrier": (np.dtype(np.float64), []),
         "round_trips": (np.dtype(np.int64), []),
         "model_logp": (np.dtype(np.float64), []),
+        "log_evidence": (np.dtype(np.float64), []),
+        "log_evidence_se": (np.dtype(np.float64), []),
     }
 
     def __init__(
@@ -316,6 +320,7 @@ class ParallelTempering(ArrayStepShared):
         self.n_rounds = 0
         self.tuning_draws = 0
         self.draws_done = 0
+        self.draw_log_likelihoods: list[np.ndarray] = []
         self.barrier = float("nan")
         self.replicas = np.empty((0, 0))
         self.swap_record = init_swap_record(len(self.betas) - 1)
@@ -383,6 +388,7 @@ class ParallelTempering(ArrayStepShared):
             accepted[swapped] += swap_accept[swapped]
             proposed += swapped
         betas = self.betas
+        evidence = (np.nan, np.nan)
         if self.tune:
             self.tuning_draws += 1
             if self.tuning_draws in self.round_ends:
@@ -390,8 +396,10 @@ class ParallelTempering(ArrayStepShared):
         else:
             self._update_barrier()
             self.draws_done += 1
+            self.draw_log_likelihoods.append(terms[:, 1])
             if self.draws_done == self.n_draws:
                 self._warn_round_trips()
+                evidence = self._chain_evidence()
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_accept = np.where(proposed > 0, accepted / proposed, np.nan)
         stats = collected.stats(self.max_chains) | {
@@ -399,6 +407,8 @@ class ParallelTempering(ArrayStepShared):
             "barrier": self.barrier,
             "round_trips": self.index_process.round_trips,
             "model_logp": float(terms[-1].sum()),
+            "log_evidence": evidence[0],
+            "log_evidence_se": evidence[1],
             "betas": self._padded(betas, self.max_chains),
             "log_likelihoods": self._padded(terms[:, 1], self.max_chains),
             "swap_accept": self._padded(mean_accept, self.max_chains - 1),
@@ -474,6 +484,14 @@ class ParallelTempering(ArrayStepShared):
             self.index_process = init_index_process(n_chains)
         self.betas = betas
         self.swap_record = init_swap_record(n_chains - 1)
+
+    def _chain_evidence(self) -> tuple[float, float]:
+        """The chain's stepping-stone log evidence and its standard error, from the draws after
+        tuning (NaN for a ladder that stops short of the prior, or fewer than 4 draws)."""
+        if self.betas[0] != 0.0 or len(self.draw_log_likelihoods) < 4:
+            return np.nan, np.nan
+        estimate = stepping_stone(self.betas, np.array(self.draw_log_likelihoods))
+        return estimate.log_evidence, estimate.standard_error
 
     def _warn_round_trips(self) -> None:
         trips = self.index_process.round_trips

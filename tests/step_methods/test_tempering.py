@@ -117,6 +117,12 @@ def test_stepping_stone_evidence_of_a_conjugate_normal_model():
     evidence = tempering_log_evidence(idata)
     assert 4 * evidence.standard_error < 0.1, evidence
     assert abs(evidence.log_evidence - log_z) < 4 * evidence.standard_error, (evidence, log_z)
+    # Each chain's estimate is also in the stats of its last draw.
+    stats_ = idata.sample_stats
+    for name, field in (("log_evidence", "log_evidence"), ("log_evidence_se", "standard_error")):
+        per_chain = [getattr(estimate, field) for estimate in evidence.per_chain]
+        np.testing.assert_allclose(stats_[name].values[:, -1], per_chain, rtol=1e-12)
+        assert np.isnan(stats_[name].values[:, :-1]).all()
 
 
 @pytest.mark.slow
