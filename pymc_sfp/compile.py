@@ -35,6 +35,7 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from numba.core.dispatcher import Dispatcher
 from pymc.logprob.transforms import IntervalTransform
 from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
@@ -490,7 +492,26 @@ def _machine_code(function: Function, n_inputs: int) -> tuple[Callable, tuple]:
         raise NotImplementedError(
             "the log-density has shared inputs that are not arrays (e.g. random generators)"
         )
-    return jit_fn, cells
+    return _unwrapped(jit_fn), cells
+
+
+def _unwrapped(jit_fn: Callable) -> Callable:
+    """The function PyTensor's disk-cache wrapper ``def f(*args): return jitable_func(*args)``
+    calls, or ``jit_fn`` itself.
+
+    Numba types the ``*args`` of a call from Python and of a call from jitted code differently
+    (a tuple and a star-argument tuple), so a jitted caller of the wrapper compiles the whole
+    model a second time (about ten seconds for a small model). The function inside has plain
+    positional arguments and already holds the machine code the first call from Python made.
+    """
+    python_function = getattr(jit_fn, "py_func", None)
+    inner = getattr(python_function, "__globals__", {}).get("jitable_func")
+    takes_star_args = (
+        python_function is not None and python_function.__code__.co_flags & inspect.CO_VARARGS
+    )
+    if takes_star_args and isinstance(inner, Dispatcher):
+        return inner
+    return jit_fn
 
 
 class LineEvaluator:

@@ -34,6 +34,17 @@ def run(step, model, n):
     return np.array(draws), stats
 
 
+def test_compiled_sweep_reuses_the_models_machine_code():
+    """The kernel calls the model's functions with the machine code PyTensor made for them: none
+    is compiled a second time (PyTensor's cache wrapper, ``f(*args)``, would be, because Numba
+    types star-arguments from jitted code differently from a call from Python)."""
+    with small_model():
+        step = SFPStep(L=20, compiled=True)
+    jitted = step.evaluator.jitted()
+    for function in (jitted.point, jitted.along):
+        assert len(function.overloads) == 1, function.signatures
+
+
 @pytest.mark.parametrize("correct", [True, False])
 def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct):
     """30 tuning sweeps (a box refit with its probe at 25): every draw and every stat of the
