@@ -7,7 +7,7 @@ import pymc as pm
 import pytensor
 import pytest
 
-from pymc_sfp import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
+from pymc_sfp import ParallelTempering, ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
 Y = np.array([0.9, 1.6, 0.4, 1.3, 1.1])
 PRIOR_SD = 3.0
@@ -18,6 +18,7 @@ STEPS = {
     "SFPStep": lambda: SFPStep(L=30),
     "StochasticDynamics": lambda: StochasticDynamics(n_leapfrog=5),
     "ReplicaExchangeDynamics": lambda: ReplicaExchangeDynamics(n_temperatures=2, n_leapfrog=5),
+    "ParallelTempering": lambda: ParallelTempering(n_chains=3, adapt_n_chains=False),
 }
 
 
