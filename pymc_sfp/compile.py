@@ -280,7 +280,8 @@ def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
     """A view of ``model`` whose log-density is ``prior + β · likelihood``.
 
     The view shares every variable, value and transform with ``model``; only its ``logp``
-    differs: the terms of :func:`likelihood_terms` are multiplied by the shared scalar ``beta``.
+    differs: the terms of :func:`likelihood_terms` are multiplied by the shared scalar ``beta``
+    (and are 0 at ``beta = 0``, also where the likelihood is 0).
     Any step method built on the view (``Step(model=view)``; PyMC's steps compile
     ``model.logp()``, ours go through this module) samples the tempered density, and setting
     ``beta`` moves every function compiled from it along the path without recompiling.
@@ -297,8 +298,12 @@ def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
         else:
             varlist = [vars]
         factors = model.logp(varlist, jacobian=jacobian, sum=False)
+        # At β = 0 the target is the prior, also where the likelihood is 0 (a hard constraint):
+        # 0 · (−inf) would be NaN.
         factors = [
-            beta * factor if model.values_to_rvs.get(var, var) in tempered else factor
+            pt.switch(pt.eq(beta, 0.0), pt.zeros_like(factor), beta * factor)
+            if model.values_to_rvs.get(var, var) in tempered
+            else factor
             for var, factor in zip(varlist, factors, strict=True)
         ]
         if not sum:

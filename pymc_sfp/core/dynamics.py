@@ -208,9 +208,13 @@ def transition(
         energy_error = energy_end - energy_start
     blow_up = kinetic_end - kinetic_start if settings.noisy_logp else abs(energy_error)
     if not np.isfinite(energy_error) or blow_up > settings.max_energy_error:
-        restored = start._replace(momentum=metric.draw_momentum())
+        # Exact dynamics treat a divergence as a rejection, momentum reversed: |ΔH| is the same
+        # for a trajectory and its reverse, so this keeps detailed balance. Redrawing the
+        # momentum only after divergent trajectories would not (with persistent momentum it
+        # biases the chain away from hard walls). Uncorrected dynamics restart with a fresh one.
+        momentum = -start.momentum if settings.correct else metric.draw_momentum()
         info = TransitionInfo(0.0, False, float(energy_error), energy_start, True, n_grad)
-        return restored, info
+        return start._replace(momentum=momentum), info
     accept_stat = float(np.exp(-max(energy_error, 0.0)))
     if not settings.correct or uniform() < accept_stat:
         return end, TransitionInfo(

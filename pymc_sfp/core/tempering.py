@@ -265,7 +265,8 @@ def stepping_stone(
     betas : ndarray, shape (K,)
         The schedule, increasing from 0 to 1.
     log_likelihoods : ndarray, shape (draws, K)
-        ``ℓ(x)`` of the state at each rung after each draw.
+        ``ℓ(x)`` of the state at each rung after each draw (``−inf`` allowed at the first rung,
+        the prior, where the likelihood is 0).
     n_batches : int, optional
         Default ``floor(draws^½)``, at least 2.
     """
@@ -275,8 +276,14 @@ def stepping_stone(
         raise ValueError(
             f"log_likelihoods must have shape (draws >= 4, {len(betas)}), got {ell.shape}"
         )
-    if not np.all(np.isfinite(ell)):
-        raise ValueError("log_likelihoods must be finite")
+    # −inf is a likelihood of 0 (a prior draw outside a hard constraint): a weight of 0.
+    if np.any(np.isnan(ell) | (ell == np.inf)) or not np.all(np.isfinite(ell[:, 1:])):
+        raise ValueError(
+            "log_likelihoods must be finite (or −inf at the first rung, the prior, for draws "
+            "where the likelihood is 0)"
+        )
+    if not np.any(np.isfinite(ell[:, 0])):
+        raise ValueError("no draw of the first rung has a positive likelihood")
     draws = ell.shape[0]
     n_batches = max(2, int(np.sqrt(draws))) if n_batches is None else int(n_batches)
     if not 2 <= n_batches <= draws:

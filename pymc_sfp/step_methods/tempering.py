@@ -426,8 +426,13 @@ class ParallelTempering(ArrayStepShared):
             else:
                 self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
             terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
-        if not np.all(np.isfinite(terms)):
-            bad = np.flatnonzero(~np.all(np.isfinite(terms), axis=1)).tolist()
+        # A state of the prior (β = 0) may have likelihood 0 (a hard constraint): it is never
+        # swapped up, since the swap's acceptance is then 0.
+        valid = np.isfinite(terms[:, 0]) & (
+            np.isfinite(terms[:, 1]) | ((self.betas == 0.0) & (terms[:, 1] == -np.inf))
+        )
+        if not np.all(valid):
+            bad = np.flatnonzero(~valid).tolist()
             raise pm.exceptions.SamplingError(
                 f"{type(self).__name__}: the prior or likelihood is not finite at the states of "
                 f"rungs {bad} (β = {self.betas[bad]})"
@@ -477,8 +482,12 @@ class ParallelTempering(ArrayStepShared):
         betas = optimal_schedule(barrier, n_chains)
         if n_chains != len(self.betas):
             # Each new rung starts from the state of the old rung nearest in barrier; the
-            # explorers start afresh (their tuning restarts on the new rungs).
-            nearest = np.abs(barrier(betas)[:, None] - barrier.cumulative[None, :]).argmin(1)
+            # explorers start afresh (their tuning restarts on the new rungs). A rung above the
+            # prior never takes the prior rung's state, whose likelihood may be 0.
+            distance = np.abs(barrier(betas)[:, None] - barrier.cumulative[None, :])
+            if self.betas[0] == 0.0:
+                distance[betas > 0.0, 0] = np.inf
+            nearest = distance.argmin(1)
             self.replicas = self.replicas[nearest]
             self._explorers = self._fresh_explorers(n_chains, self.rng, self.n_tune, self.n_draws)
             self.index_process = init_index_process(n_chains)

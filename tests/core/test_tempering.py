@@ -178,3 +178,15 @@ def test_bad_input_to_barrier_and_stepping_stone():
         stepping_stone([0.0, 1.0], np.zeros((10, 3)))
     with pytest.raises(ValueError, match="log_likelihoods must be finite"):
         stepping_stone([0.0, 1.0], np.full((10, 2), np.nan))
+    with pytest.raises(ValueError, match="log_likelihoods must be finite"):
+        stepping_stone([0.0, 1.0], np.array([[0.0, -np.inf]] * 10))
+    with pytest.raises(ValueError, match="no draw of the first rung"):
+        stepping_stone([0.0, 1.0], np.array([[-np.inf, 0.0]] * 10))
+
+
+def test_stepping_stone_counts_prior_draws_of_likelihood_zero():
+    # A likelihood that is 1 on half of the prior's draws and 0 (−inf) on the rest: Z = 1/2.
+    ell = np.zeros((100, 2))
+    ell[::2, 0] = -np.inf
+    estimate = stepping_stone([0.0, 1.0], ell)
+    assert estimate.log_evidence == pytest.approx(np.log(0.5), rel=1e-12)

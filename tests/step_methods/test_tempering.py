@@ -173,6 +173,32 @@ def test_weights_of_modes_that_no_coordinate_separates(name):
     assert abs(evidence.log_evidence - target.log_evidence) < 4 * evidence.standard_error
 
 
+@pytest.mark.parametrize("prior_draws", [None, False], ids=["prior drawn", "prior explored"])
+def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_draws):
+    # N(0, 2²) restricted to x > 1 by a -inf potential: a truncated normal (α = 0.5), and the
+    # evidence is the prior's mass above 1. Prior states below 1 (likelihood 0) must neither stop
+    # the run nor climb the ladder; an explorer of the prior (β = 0) must not see 0 · (−inf).
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 2.0)
+        pm.Potential("bound", pm.math.switch(x > 1.0, 0.0, -np.inf))
+    idata = sample(
+        model,
+        lambda: ParallelTempering(prior_draws=prior_draws),
+        draws=2000,
+        tune=300,
+        initvals={"x": 2.0},
+    )
+    draws = idata.posterior["x"]
+    assert float(draws.min()) > 1.0
+    alpha = 0.5
+    hazard = stats.norm.pdf(alpha) / stats.norm.sf(alpha)
+    mcse = float(az.mcse(draws.rename("x").to_dataset())["x"])
+    assert abs(float(draws.mean()) - 2.0 * hazard) < 4 * mcse
+    evidence = tempering_log_evidence(idata)
+    log_z = float(stats.norm.logsf(alpha))
+    assert abs(evidence.log_evidence - log_z) < 4 * evidence.standard_error, (evidence, log_z)
+
+
 @pytest.mark.parametrize(
     "explorer",
     [
