@@ -2,7 +2,8 @@
 on multimodal targets with exact mode weights and evidence (``pymc_sfp.datasets.targets``).
 
 ``targets``: on every target of ``multimodal_targets()``, ``ParallelTempering`` (default
-explorer, and ``SFPStep`` as the explorer on the boxed targets of dimension ≤ 5), ``pm.sample_smc``
+explorer, vectorised over the rungs and rung by rung, and ``SFPStep`` as the explorer on the
+boxed targets of dimension ≤ 5), ``pm.sample_smc``
 with its default (IMH) and MH kernels, and NUTS, all with the same chains / cores / seed. MCMC
 chain ``c`` starts at the centre of mode ``c mod K`` (dispersed starts; NUTS with
 ``init="adapt_diag"`` so that the starts are not jittered). Reported: the worst per-chain
@@ -106,7 +107,7 @@ class TargetRun:
 def samplers_for(target: Target, s: Settings) -> list[str]:
     """The samplers run on ``target``: SFPStep as explorer only on boxed targets of dimension
     at most ``s.sfp_max_dim``, where its box is the prior's support."""
-    names = ["PT"]
+    names = ["PT", "PT (rung by rung)"]
     if target.prior == "uniform" and target.dim <= s.sfp_max_dim:
         names.append("PT (SFPStep explorer)")
     return [*names, "SMC (IMH)", "SMC (MH)", "NUTS"]
@@ -120,6 +121,9 @@ def sample_target(name: str, target: Target, s: Settings) -> tuple[Any, float]:
         began = time.perf_counter()
         if name == "PT":
             idata = pm.sample(step=ParallelTempering(**s.pt_kwargs), **mcmc)
+        elif name == "PT (rung by rung)":
+            step = ParallelTempering(vectorized=False, **s.pt_kwargs)
+            idata = pm.sample(step=step, **mcmc)
         elif name == "PT (SFPStep explorer)":
             step = ParallelTempering(
                 explorer=SFPStep, explorer_kwargs={"L": s.sfp_L}, **s.pt_kwargs
@@ -237,7 +241,9 @@ def bench_targets(s: Settings) -> Section:
         f"{s.draws} draws after {s.tune} tuning steps, chain c starting at the centre of mode "
         "c mod K (NUTS with `init='adapt_diag'`, so without jitter); SMC "
         f"`pm.sample_smc(draws={s.smc_draws})` per chain. PT: "
-        f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`); PT "
+        f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`, "
+        "all rungs moved by one vectorised computation); PT (rung by rung): the same with "
+        "`vectorized=False`, each rung's explorer called in turn; PT "
         f"(SFPStep explorer): `explorer=SFPStep, explorer_kwargs={{'L': {s.sfp_L}}}` on the "
         f"boxed targets of dimension ≤ {s.sfp_max_dim}. The targets are "
         "`pymc_sfp.datasets.multimodal_targets()`: a proper prior on `x` and a normalised "

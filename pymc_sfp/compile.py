@@ -232,6 +232,46 @@ def compile_log_likelihood(
     return log_likelihood
 
 
+def compile_batched_tempered_density(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(X, β) ↦ (log π_β, ∇ log π_β, [prior, likelihood])`` for each row ``X[k]`` at ``β[k]``.
+
+    ``π_β ∝ prior · likelihood^β`` is the tempered density of :func:`tempered_model` (the prior
+    alone at ``β = 0``, also where the likelihood is 0), evaluated for a whole ladder of
+    replicas in one call: the model's graph vectorised over the rows and their ``β``
+    (:func:`~pytensor.graph.replace.vectorize_graph`). The third output holds each row's prior
+    and log-likelihood (as :func:`compile_log_likelihood` splits them), what the swaps compare.
+    Warmed up at ``graph.start``.
+    """
+    model = graph.model
+    (prior, likelihood), flat = graph.join(
+        [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
+    )
+    beta = pt.scalar("beta", dtype="float64")
+    logp = prior + pt.switch(pt.eq(beta, 0.0), 0.0, beta * likelihood)
+    rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
+    betas = pt.vector("betas", dtype="float64")
+    outputs = vectorize_graph(
+        [logp, pt.grad(logp, flat), pt.stack([prior, likelihood])],
+        replace={flat: rows, beta: betas},
+    )
+    function = _compile([rows, betas], outputs, compile_kwargs)
+    warm_up(function, graph.start[None, :], np.ones(1))
+
+    def tempered_density(
+        x: np.ndarray, beta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        logp, grad, terms = function(x, beta)
+        if grad.shape != x.shape or terms.shape != (len(x), 2):
+            # A part of the graph that does not depend on the point is not batched.
+            logp, grad = np.broadcast_to(logp, len(x)), np.broadcast_to(grad, x.shape)
+            terms = np.broadcast_to(terms.reshape(-1, 2), (len(x), 2))
+        return logp, grad, terms
+
+    return tempered_density
+
+
 def compile_prior_sampler(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> tuple[Callable[[], np.ndarray], list[SharedVariable]] | None:

@@ -15,8 +15,11 @@ The energy is ``E(q) = -log p(q)`` and the Hamiltonian ``H(q, p) = E(q) + ½ p�
 transition is "loosely equivalent" to long HMC trajectories without their random-walk restarts.
 
 A trajectory whose energy error is not finite or exceeds ``max_energy_error`` (Neal's Fig. 4b
-blow-up for too large ``ε``) is *divergent*: the chain is restored to the start of the transition
-with a freshly drawn momentum, so no non-finite value ever leaves this module.
+blow-up for too large ``ε``) is *divergent*; one that runs into a region where the log-density is
+``-inf`` (a hard constraint) *hits a constraint*. Both are rejected (exact dynamics keep detailed
+balance by reversing the momentum; uncorrected ones redraw it), so no non-finite value ever leaves
+this module. Only divergences say that ``ε`` is too large: a step-size adaptation should leave
+constraint hits out, or it shrinks ``ε`` until trajectories no longer reach the wall.
 
 Nothing here imports PyMC. The pieces compose as in BlackJAX's ``ghmc``: a log-density callable
 ``q ↦ (log p(q), ∇ log p(q), aux)`` (``aux`` is carried with the point: tempering keeps the
@@ -36,6 +39,7 @@ __all__ = [
     "DynamicsSettings",
     "Metric",
     "PhaseState",
+    "Trajectory",
     "TransitionInfo",
     "geometric_ladder",
     "leapfrog",
@@ -99,13 +103,24 @@ class TransitionInfo(NamedTuple):
     """What one transition did."""
 
     accept_stat: float
-    """``min(1, exp(-ΔH))`` (0 for a divergent trajectory)."""
+    """``min(1, exp(-ΔH))`` (0 for a divergent trajectory or a constraint hit)."""
     accepted: bool
     energy_error: float
     energy: float
     diverging: bool
     n_grad: int
     """Gradient evaluations spent."""
+    hit_constraint: bool = False
+    """The trajectory ran into a ``-inf`` region of the log-density (a hard constraint), with a
+    finite gradient there and no blow-up (``|ΔH| <= max_energy_error``) before it; it was
+    rejected. Not a divergence."""
+    energy_error_before_constraint: float = np.nan
+    """For a constraint hit, ``ΔH`` at the last point before the wall (0 when the first step met
+    it); NaN otherwise."""
+    share_before_constraint: float = np.nan
+    """For a constraint hit, the share of the ``n_steps`` steps completed before the wall; NaN
+    otherwise. With the energy error before the wall, this is what a step-size adaptation can
+    judge ``ε`` by (see :func:`transition`)."""
 
 
 def refresh_momentum(
@@ -123,65 +138,124 @@ def refresh_momentum(
     return alpha * momentum + scale * noise
 
 
+class Trajectory(NamedTuple):
+    """What :func:`leapfrog` integrated."""
+
+    end: PhaseState
+    """The end of the trajectory. Where it stopped early, ``logp`` is ``-inf`` if it stopped at a
+    point of zero density (log-density ``-inf`` with a finite gradient: a hard constraint) and
+    NaN for any other non-finite value."""
+    n_grad: int
+    """Gradient evaluations spent (per point)."""
+    last_finite: PhaseState
+    """The last point before the trajectory stopped, with its full-step momentum (the end itself
+    where it did not stop)."""
+    n_finite_steps: np.ndarray | int
+    """Steps completed before it stopped (``n_steps`` where it did not)."""
+
+
 def leapfrog(
     state: PhaseState,
     step_size: float,
     n_steps: int,
     logp_grad: LogpGrad,
     velocity: Callable[[np.ndarray], np.ndarray],
-) -> tuple[PhaseState, int]:
+) -> Trajectory:
     """``n_steps`` leapfrog steps (Neal 1993, Eq. 15) for ``H = -log p(q) + K(p)``.
 
     Consecutive half-steps of the momentum are merged, so the cost is ``n_steps`` gradient
     evaluations. ``state`` is one point (``position`` of shape ``(d,)``, a float ``logp``) or a
     batch of independent points integrated together (``position`` of shape ``(S, d)``, ``logp``
-    of shape ``(S,)``; ``logp_grad`` and ``velocity`` then work row by row). A trajectory that
-    meets a non-finite log-density or gradient ends with ``logp = -inf``; integration stops as
-    soon as no trajectory is left finite.
-
-    Returns
-    -------
-    state : PhaseState
-        The end of the trajectory (``logp = -inf`` where it met a non-finite value).
-    n_grad : int
-        Gradient evaluations spent (per point).
+    of shape ``(S,)``; ``logp_grad`` and ``velocity`` then work row by row). A trajectory stops
+    at the first non-finite log-density or gradient it meets; integration ends as soon as no
+    trajectory is left finite.
     """
     q = state.position.copy()
     p = state.momentum + 0.5 * step_size * state.grad
     logp, grad, aux = state.logp, state.grad, state.aux
-    failed = np.zeros(np.shape(state.logp), dtype=bool)
+    shape = np.shape(state.logp)
+    failed = np.zeros(shape, dtype=bool)
+    # Where a trajectory stopped: -inf at a hard constraint, NaN at any other non-finite value.
+    stop_logp = np.zeros(shape)
+    last_finite = state
+    n_finite_steps = np.full(shape, n_steps)
     for step in range(n_steps):
+        previous = (q, p, logp, grad, aux)
         q = q + step_size * velocity(p)
         logp, grad, aux = logp_grad(q)
-        failed = failed | ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=-1))
-        if failed.all():
-            return PhaseState(q, p, _failed_to_minus_inf(logp, failed), grad, aux), step + 1
+        finite_grad = np.all(np.isfinite(grad), axis=-1)
+        newly_failed = ~failed & ~(np.isfinite(logp) & finite_grad)
+        if newly_failed.any():
+            at_constraint = (np.asarray(logp) == -np.inf) & finite_grad
+            stop_logp = np.where(newly_failed, np.where(at_constraint, -np.inf, np.nan), stop_logp)
+            last_finite = _take_rows(newly_failed, _full_step(previous, step_size), last_finite)
+            n_finite_steps = np.where(newly_failed, step, n_finite_steps)
+            failed = failed | newly_failed
+            if failed.all():
+                end = PhaseState(q, p, _stopped_logp(logp, failed, stop_logp), grad, aux)
+                return Trajectory(end, step + 1, last_finite, _scalar(n_finite_steps))
         last = step == n_steps - 1
         p = p + (0.5 if last else 1.0) * step_size * grad
-    return PhaseState(q, p, _failed_to_minus_inf(logp, failed), grad, aux), n_steps
+    end = PhaseState(q, p, _stopped_logp(logp, failed, stop_logp), grad, aux)
+    return Trajectory(end, n_steps, _take_rows(~failed, end, last_finite), _scalar(n_finite_steps))
 
 
-def _failed_to_minus_inf(logp: np.ndarray | float, failed: np.ndarray) -> np.ndarray | float:
-    logp = np.where(failed, -np.inf, logp)
+def _full_step(point: tuple, step_size: float) -> PhaseState:
+    """A point of the trajectory from its position, the half-step momentum that leaves it, and
+    its log-density, gradient and ``aux``: the full-step momentum is half a kick back."""
+    q, p_half, logp, grad, aux = point
+    return PhaseState(q, p_half - 0.5 * step_size * grad, logp, grad, aux)
+
+
+def _take_rows(rows: np.ndarray, new: PhaseState, old: PhaseState) -> PhaseState:
+    """``new`` where ``rows``, ``old`` elsewhere (a batch's ``aux`` by its first axis)."""
+    if rows.ndim == 0:
+        return new if rows else old
+    column = rows[:, None]
+    aux = None
+    if new.aux is not None and old.aux is not None:
+        aux = np.where(rows.reshape(-1, *([1] * (np.ndim(new.aux) - 1))), new.aux, old.aux)
+    return PhaseState(
+        np.where(column, new.position, old.position),
+        np.where(column, new.momentum, old.momentum),
+        np.where(rows, new.logp, old.logp),
+        np.where(column, new.grad, old.grad),
+        aux,
+    )
+
+
+def _scalar(value: np.ndarray) -> np.ndarray | int:
+    return int(value) if value.ndim == 0 else value
+
+
+def _stopped_logp(
+    logp: np.ndarray | float, failed: np.ndarray, stop_logp: np.ndarray
+) -> np.ndarray | float:
+    logp = np.where(failed, stop_logp, logp)
     return float(logp) if logp.ndim == 0 else logp
 
 
 def transition(
     state: PhaseState,
-    step_size: float,
+    step_size: float | np.ndarray,
     settings: DynamicsSettings,
     logp_grad: LogpGrad,
     metric: Metric,
-    uniform: Callable[[], float],
+    uniform: Callable[[], float | np.ndarray],
     noise_scale: np.ndarray | float | None = None,
 ) -> tuple[PhaseState, TransitionInfo]:
     """One stochastic-dynamics transition: refresh, leapfrog, and (optionally) accept/reject.
+
+    Works on one point or on a batch of independent points, as :func:`leapfrog` does: for a
+    batch, ``step_size`` may be one per point, ``metric`` and ``uniform`` work row by row (``S``
+    uniforms per call), ``aux`` is ``None`` or an array whose first axis is the batch, and the
+    returned :class:`TransitionInfo` holds arrays.
 
     Parameters
     ----------
     state : PhaseState
         Current point; its momentum persists from the previous transition.
-    step_size : float
+    step_size : float or ndarray of shape (S,)
         ``ε``.
     settings : DynamicsSettings
         Leapfrog steps, persistence ``α``, correction and divergence detection.
@@ -189,10 +263,25 @@ def transition(
         ``q ↦ (log p(q), ∇ log p(q), aux)``.
     metric : Metric
     uniform : callable
-        A draw from U(0, 1) (only called when ``settings.correct``).
+        A draw from U(0, 1), or ``S`` of them (only called when ``settings.correct`` and some
+        trajectory ended finite).
     noise_scale : array or float, optional
         Scale of the fresh momentum noise (default ``(1 − α²)^½``), see :func:`refresh_momentum`.
+
+    Notes
+    -----
+    A step-size adaptation that targets the acceptance rate needs a statistic for trajectories
+    that hit a hard constraint. Counting them as rejections (0) collapses ``ε`` for a chain near
+    the wall: it must shorten its trajectories to avoid the wall, so it moves less, stays near
+    it, and shortens them again (plain HMC on a truncated normal ended at ``ε ≈ 1e-4``).
+    Judging them by the acceptance at their last point before the wall alone lets ``ε`` grow
+    until every trajectory ends at the wall. Partial credit works: the acceptance before the
+    wall times the share of the trajectory integrated before it (``TransitionInfo``'s
+    ``share_before_constraint``), which is what :class:`pymc_sfp.StochasticDynamics` uses.
     """
+    batched = np.ndim(state.logp) == 1
+    if batched and np.ndim(step_size) == 1:
+        step_size = np.asarray(step_size)[:, None]
     start = state._replace(
         momentum=refresh_momentum(
             state.momentum, settings.alpha, metric.draw_momentum(), noise_scale
@@ -202,28 +291,73 @@ def transition(
     energy_start = -start.logp + kinetic_start
     # A blowing-up trajectory overflows; that is detected just below, not warned about.
     with np.errstate(over="ignore", invalid="ignore"):
-        end, n_grad = leapfrog(start, step_size, settings.n_steps, logp_grad, metric.velocity)
+        trajectory = leapfrog(start, step_size, settings.n_steps, logp_grad, metric.velocity)
+        end = trajectory.end
         kinetic_end = metric.kinetic_energy(end.momentum)
         energy_end = -end.logp + kinetic_end
         energy_error = energy_end - energy_start
-    blow_up = kinetic_end - kinetic_start if settings.noisy_logp else abs(energy_error)
-    if not np.isfinite(energy_error) or blow_up > settings.max_energy_error:
-        # Exact dynamics treat a divergence as a rejection, momentum reversed: |ΔH| is the same
-        # for a trajectory and its reverse, so this keeps detailed balance. Redrawing the
-        # momentum only after divergent trajectories would not (with persistent momentum it
-        # biases the chain away from hard walls). Uncorrected dynamics restart with a fresh one.
-        momentum = -start.momentum if settings.correct else metric.draw_momentum()
-        info = TransitionInfo(0.0, False, float(energy_error), energy_start, True, n_grad)
-        return start._replace(momentum=momentum), info
-    accept_stat = float(np.exp(-max(energy_error, 0.0)))
-    if not settings.correct or uniform() < accept_stat:
-        return end, TransitionInfo(
-            accept_stat, True, float(energy_error), energy_end, False, n_grad
-        )
-    rejected = start._replace(momentum=-start.momentum)
-    return rejected, TransitionInfo(
-        accept_stat, False, float(energy_error), energy_start, False, n_grad
+        blow_up = kinetic_end - kinetic_start if settings.noisy_logp else np.abs(energy_error)
+        finite = np.isfinite(energy_error) & (blow_up <= settings.max_energy_error)
+        accept_stat = np.where(finite, np.exp(-np.maximum(energy_error, 0.0)), 0.0)
+    accepted = finite
+    if settings.correct and np.any(finite):
+        accepted = finite & (uniform() < accept_stat)
+    hit_constraint, error_before = _constraint_hit(
+        trajectory, metric, energy_start, kinetic_start, finite, settings
     )
+    share_before = np.where(hit_constraint, trajectory.n_finite_steps / settings.n_steps, np.nan)
+    # Exact dynamics treat a divergence or a constraint hit as a rejection, momentum reversed:
+    # |ΔH| is the same for a trajectory and its reverse, so this keeps detailed balance.
+    # Redrawing the momentum only after such trajectories would not (with persistent momentum
+    # it biases the chain away from hard walls). Uncorrected dynamics restart with a fresh one.
+    stay_momentum = -start.momentum
+    if not settings.correct and not np.all(finite):
+        stay_momentum = metric.draw_momentum()
+    new = _take_rows(np.asarray(accepted), end, start._replace(momentum=stay_momentum))
+    info = TransitionInfo(
+        *_scalars(
+            batched,
+            accept_stat,
+            accepted,
+            energy_error,
+            np.where(accepted, energy_end, energy_start),
+            ~finite & ~hit_constraint,
+        ),
+        trajectory.n_grad,
+        *_scalars(batched, hit_constraint, error_before, share_before),
+    )
+    return new, info
+
+
+def _scalars(batched: bool, *values: np.ndarray) -> tuple:
+    """Python scalars for one point (``float``/``bool``), the arrays for a batch."""
+    if batched:
+        return values
+    return tuple(v.item() if isinstance(v, np.ndarray | np.generic) else v for v in values)
+
+
+def _constraint_hit(
+    trajectory: Trajectory,
+    metric: Metric,
+    energy_start: np.ndarray | float,
+    kinetic_start: np.ndarray | float,
+    finite: np.ndarray,
+    settings: DynamicsSettings,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which trajectories that did not end finite stopped at a hard constraint rather than
+    diverging, and ``ΔH`` at their last point before the wall (0 where the wall came on the
+    first step, where nothing was integrated; NaN for the others)."""
+    at_wall = ~finite & (trajectory.end.logp == -np.inf)
+    if not np.any(at_wall):
+        return np.zeros_like(at_wall), np.full(np.shape(at_wall), np.nan)
+    last = trajectory.last_finite
+    with np.errstate(over="ignore", invalid="ignore"):
+        kinetic = metric.kinetic_energy(last.momentum)
+        error = np.where(trajectory.n_finite_steps == 0, 0.0, -last.logp + kinetic - energy_start)
+        # Overflow to -inf after a blow-up also ends at logp = -inf: that is a divergence.
+        blow_up = kinetic - kinetic_start if settings.noisy_logp else np.abs(error)
+        hit = at_wall & np.isfinite(error) & (blow_up <= settings.max_energy_error)
+    return hit, np.where(hit, error, np.nan)
 
 
 def geometric_ladder(n_temperatures: int, min_beta: float) -> np.ndarray:

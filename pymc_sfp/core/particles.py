@@ -40,7 +40,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from pymc_sfp.core.dynamics import PhaseState, leapfrog, refresh_momentum
+from pymc_sfp.core.dynamics import DynamicsSettings, Metric, PhaseState, transition
 
 __all__ = [
     "RESAMPLING_SCHEMES",
@@ -424,30 +424,21 @@ def hamiltonian_move(
 
     logp, grad = log_density_grad(particles)
     state = PhaseState(particles, draw_momentum(), np.asarray(logp, dtype=float), grad)
+    settings = DynamicsSettings(n_leapfrog, alpha, max_energy_error=max_energy_error)
+    metric = Metric(velocity, kinetic_energy, draw_momentum)
     acceptance = 0.0
     n_divergent = 0
     for _ in range(n_transitions):
-        state = state._replace(momentum=refresh_momentum(state.momentum, alpha, draw_momentum()))
-        # Diverging trajectories overflow; they are detected from the energy error below.
-        with np.errstate(all="ignore"):
-            energy_start = -state.logp + kinetic_energy(state.momentum)
-            end, _ = leapfrog(state, step_size, n_leapfrog, trajectory_density, velocity)
-            energy_error = -end.logp + kinetic_energy(end.momentum) - energy_start
-        divergent = ~np.isfinite(energy_error) | (np.abs(energy_error) > max_energy_error)
-        accept_stat = np.where(divergent, 0.0, np.exp(-np.maximum(energy_error, 0.0)))
-        accept = rng.random(len(accept_stat)) < accept_stat
-        keep = accept[:, None]
-        momentum = np.where(keep, end.momentum, -state.momentum)
-        # A divergent trajectory says nothing about the momentum: draw a fresh one.
-        momentum = np.where(divergent[:, None], draw_momentum(), momentum)
-        state = PhaseState(
-            np.where(keep, end.position, state.position),
-            momentum,
-            np.where(accept, end.logp, state.logp),
-            np.where(keep, end.grad, state.grad),
+        state, info = transition(
+            state,
+            step_size,
+            settings,
+            trajectory_density,
+            metric,
+            lambda: rng.random(len(particles)),
         )
-        acceptance += float(np.mean(accept_stat))
-        n_divergent += int(np.count_nonzero(divergent))
+        acceptance += float(np.mean(info.accept_stat))
+        n_divergent += int(np.count_nonzero(info.diverging | info.hit_constraint))
     return state.position, MoveInfo(acceptance / n_transitions, n_divergent)
 
 

@@ -20,6 +20,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.hmc.quadpotential import (
     PotentialState,
     QuadPotential,
+    QuadPotentialDiag,
     QuadPotentialDiagAdapt,
     quad_potential,
 )
@@ -35,7 +36,14 @@ from pymc_sfp.compile import (
     reseed,
     step_graph,
 )
-from pymc_sfp.core.dynamics import DynamicsSettings, LogpGrad, Metric, PhaseState, transition
+from pymc_sfp.core.dynamics import (
+    DynamicsSettings,
+    LogpGrad,
+    Metric,
+    PhaseState,
+    TransitionInfo,
+    transition,
+)
 from pymc_sfp.step_methods._common import (
     ProgressField,
     check_not_empty,
@@ -44,7 +52,7 @@ from pymc_sfp.step_methods._common import (
     progressbar_updates,
 )
 
-__all__ = ["StochasticDynamics"]
+__all__ = ["LadderDynamics", "StochasticDynamics"]
 
 _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("divergences", "Divergences", "d", 0),
@@ -156,9 +164,10 @@ class StochasticDynamics(ArrayStepShared):
         Any of PyMC's mass-matrix potentials.
     max_energy_error : float, default 1000
         ``|ΔH|`` above which a trajectory is divergent: it is counted (``diverging``), the chain
-        returns to the start of the transition with a fresh momentum, and during tuning the step
-        size shrinks (the divergence enters dual averaging with acceptance 0). Must be ``> 0``;
-        ``inf`` leaves only non-finite energy errors divergent.
+        stays at the start of the transition (exact dynamics reverse its momentum, uncorrected
+        ones draw a fresh one), and during tuning the step size shrinks (the divergence enters
+        dual averaging with acceptance 0). Must be ``> 0``; ``inf`` leaves only non-finite
+        energy errors divergent.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
@@ -181,12 +190,23 @@ class StochasticDynamics(ArrayStepShared):
     ``max_energy_error``. The minibatch random stream is re-seeded per chain, so
     ``random_seed`` still reproduces the draws.
 
+    *Hard constraints.* A trajectory that runs into a region where the log-density is ``-inf``
+    (e.g. a ``pm.Potential`` of ``-inf`` outside a set) is rejected like any other proposal and
+    counted in ``n_constraint_hits``; it is not a divergence. Step-size tuning gives it partial
+    credit: its acceptance at the last point before the wall times the share of the trajectory
+    integrated before it. Counting every wall hit as a rejection drove ``ε`` towards 0 for
+    chains near the wall, which then could not leave it (plain HMC, ``alpha=0``, on a truncated
+    normal); ignoring the hits let ``ε`` grow until every trajectory ended at the wall. (The
+    gradient must be finite where the log-density is ``-inf``, as it is for a ``pm.Potential``
+    built with ``pm.math.switch``; a NaN there is a divergence.)
+
     *Models.* Models built with ``floatX="float32"`` are sampled as PyMC's steps sample them:
     the model evaluates in float32, the dynamics run in float64, the draws come back float32.
     In a ``CompoundStep`` the step goes with any of PyMC's steps, in any position.
 
     Sample stats: ``accept`` (mean ``min(1, exp(-ΔH))`` over the draw's transitions),
-    ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning), ``energy``,
+    ``n_accepted``, ``diverging``, ``divergences`` (running count after tuning),
+    ``n_constraint_hits`` (transitions rejected at a hard constraint), ``energy``,
     ``energy_error`` (last transition),
     ``step_size`` (the tuned ``ε``, before the per-transition jitter), ``step_size_bar``,
     ``n_grad_evals``, ``gradient_noise_share`` and ``model_logp``.
@@ -218,6 +238,7 @@ class StochasticDynamics(ArrayStepShared):
         "n_accepted": (np.dtype(np.int64), []),
         "diverging": (np.dtype(bool), []),
         "divergences": (np.dtype(np.int64), []),
+        "n_constraint_hits": (np.dtype(np.int64), []),
         "energy": (np.dtype(np.float64), []),
         "energy_error": (np.dtype(np.float64), []),
         "step_size": (np.dtype(np.float64), []),
@@ -300,6 +321,7 @@ class StochasticDynamics(ArrayStepShared):
                 "on it is meaningless; use StochasticDynamics(correct=False)"
             )
         size = graph.start.size
+        self._size = size
         self.alpha = alpha
         self.n_leapfrog = n_leapfrog
         self.thin = thin
@@ -398,6 +420,23 @@ class StochasticDynamics(ArrayStepShared):
         stats["divergences"] = self.divergences
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
+    def _tuning_statistic(
+        self, info: TransitionInfo, noise_share: float = 0.0
+    ) -> float | np.ndarray:
+        """What dual averaging drives to its target: the acceptance probability (``exp(-|ΔH|)``
+        uncorrected), 0 for a divergence, and for a trajectory stopped at a hard constraint its
+        acceptance before the wall times the share of the trajectory before it (see
+        :func:`pymc_sfp.core.dynamics.transition`). One value per trajectory of a batch."""
+        if self._minibatch_rngs:
+            return float(np.exp(-noise_share))
+        hit = np.asarray(info.hit_constraint)
+        error = np.where(hit, info.energy_error_before_constraint, info.energy_error)
+        credit = np.where(hit, info.share_before_constraint, 1.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            accept = np.exp(-(np.maximum(error, 0.0) if self.correct else np.abs(error)))
+        statistic = np.where(info.diverging, 0.0, credit * accept)
+        return float(statistic) if statistic.ndim == 0 else statistic
+
     def _transitions(
         self,
         q: np.ndarray,
@@ -430,6 +469,7 @@ class StochasticDynamics(ArrayStepShared):
         metric = Metric(potential.velocity, potential.energy, potential.random)
         accept_total = 0.0
         n_accepted = 0
+        n_constraint_hits = 0
         diverging = False
         jitter = self.step_size_jitter
         for _ in range(self.thin):
@@ -439,15 +479,10 @@ class StochasticDynamics(ArrayStepShared):
             state, info = transition(
                 state, epsilon, self._settings, logp_grad, metric, self.rng.uniform, noise_scale
             )
-            if self._minibatch_rngs:
-                statistic = float(np.exp(-noise_share))
-            elif self.correct:
-                statistic = info.accept_stat
-            else:
-                statistic = float(np.exp(-abs(info.energy_error)))
-            step_adapt.update(0.0 if info.diverging else statistic, adapt)
+            step_adapt.update(self._tuning_statistic(info, noise_share), adapt)
             accept_total += info.accept_stat
             n_accepted += info.accepted
+            n_constraint_hits += info.hit_constraint
             n_grad += info.n_grad
             diverging |= info.diverging
         potential.update(state.position, state.grad, self.tune)
@@ -455,6 +490,7 @@ class StochasticDynamics(ArrayStepShared):
             "accept": accept_total / self.thin,
             "n_accepted": n_accepted,
             "diverging": diverging,
+            "n_constraint_hits": n_constraint_hits,
             "energy": info.energy,
             "energy_error": info.energy_error,
             "n_grad_evals": n_grad,
@@ -463,4 +499,155 @@ class StochasticDynamics(ArrayStepShared):
             **step_adapt.stats(),
             "step_size": step_size,
         }
+        return state, stats
+
+
+class LadderDynamics:
+    """A :class:`StochasticDynamics` step run for a ladder of chains at once: the replicas of
+    parallel tempering, each with its own target, momentum, step-size adaptation and diagonal
+    mass matrix, moved together by one vectorised transition (one compiled call of the batched
+    log-density per leapfrog step for all of them).
+
+    Every chain makes exactly the transitions :class:`StochasticDynamics` makes (the same
+    :func:`~pymc_sfp.core.dynamics.transition`, tuning statistic and PyMC adaptation objects);
+    only the random streams differ, one for the ladder.
+
+    Parameters
+    ----------
+    template : StochasticDynamics
+        The step whose settings every chain uses (never stepped itself). Its mass matrix must be
+        diagonal (:meth:`supports`).
+    n_chains : int
+    rng : numpy.random.Generator
+    tune : bool
+        Whether the chains start in tuning.
+    """
+
+    def __init__(
+        self, template: StochasticDynamics, n_chains: int, rng: np.random.Generator, tune: bool
+    ):
+        self._template = template
+        self._step_adapts = [deepcopy(template.step_adapt) for _ in range(n_chains)]
+        self._potentials = [deepcopy(template.potential) for _ in range(n_chains)]
+        for adapt, potential in zip(self._step_adapts, self._potentials, strict=True):
+            adapt.reset()
+            potential.reset()
+        self._momentum: np.ndarray | None = None
+        self._divergences = np.zeros(n_chains, dtype=np.int64)
+        self.rng = rng
+        self.tune = tune
+        self._inverse_mass = np.empty(0)
+        self._read_adaptation(np.arange(n_chains))
+
+    @staticmethod
+    def supports(step: Any) -> bool:
+        """Whether ``step`` can run as a ladder: a :class:`StochasticDynamics` with a diagonal
+        mass matrix (PyMC's ``QuadPotentialDiag`` or ``QuadPotentialDiagAdapt``) on the full
+        data (no ``pm.Minibatch``)."""
+        return (
+            isinstance(step, StochasticDynamics)
+            and isinstance(step.potential, QuadPotentialDiag | QuadPotentialDiagAdapt)
+            and not step._minibatch_rngs
+        )
+
+    def stop_tuning(self) -> None:
+        self.tune = False
+        self._read_adaptation(np.arange(len(self._potentials)))
+
+    def _read_adaptation(self, chains: np.ndarray) -> None:
+        """Cache the step sizes and mass matrices of ``chains`` as arrays (they change only
+        while tuning)."""
+        adapt = self.tune and self._template.adapt_step_size
+        n = len(self._potentials)
+        if self._inverse_mass.shape[0] != n:
+            self._step_size, self._step_size_bar = np.empty(n), np.empty(n)
+            self._inverse_mass = np.empty((n, 0))
+        for k in chains:
+            self._step_size[k] = self._step_adapts[k].current(adapt)
+            self._step_size_bar[k] = self._step_adapts[k].stats()["step_size_bar"]
+            # A diagonal potential's M⁻¹ is its velocity of ones (no private attribute).
+            diagonal = self._potentials[k].velocity(np.ones(self._template._size))
+            if self._inverse_mass.shape[1] != len(diagonal):
+                self._inverse_mass = np.empty((n, len(diagonal)))
+            self._inverse_mass[k] = diagonal
+
+    def step(
+        self,
+        positions: np.ndarray,
+        chains: np.ndarray,
+        density: LogpGrad,
+    ) -> tuple[PhaseState, dict[str, np.ndarray]]:
+        """One draw of the chains ``chains`` (indices into the ladder) from ``positions`` (one
+        row each), under ``density``, a batched ``X ↦ (log p, ∇ log p, aux)`` (``aux`` one row
+        per chain). Returns the end states and the draws' :class:`StochasticDynamics` stats,
+        one value per chain."""
+        template = self._template
+        logp, grad, aux = density(positions)
+        bad = ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=1))
+        if bad.any():
+            raise SamplingError(
+                f"{type(template).__name__}: the log-density or its gradient is not finite at "
+                f"the starting points of chains {chains[bad].tolist()} of the ladder"
+            )
+        inverse_mass = self._inverse_mass[chains]
+        momentum_scale = 1.0 / np.sqrt(inverse_mass)
+        if self._momentum is None:
+            self._momentum = self.rng.standard_normal(self._inverse_mass.shape)
+        metric = Metric(
+            lambda p: p * inverse_mass,
+            lambda p: 0.5 * np.sum(p * p * inverse_mass, axis=1),
+            lambda: self.rng.standard_normal(positions.shape) * momentum_scale,
+        )
+        adapt = self.tune and template.adapt_step_size
+        step_size = self._step_size[chains]
+        state = PhaseState(positions, self._momentum[chains] * momentum_scale, logp, grad, aux)
+        n = len(chains)
+        accept_total, n_accepted, n_hits = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        diverging = np.zeros(n, dtype=bool)
+        n_grad = 1
+        jitter = template.step_size_jitter
+        for _ in range(template.thin):
+            epsilon = (
+                step_size * self.rng.uniform(1.0 - jitter, 1.0 + jitter, n) if jitter else step_size
+            )
+            state, info = transition(
+                state,
+                epsilon,
+                template._settings,
+                density,
+                metric,
+                lambda: self.rng.uniform(size=n),
+            )
+            if adapt:
+                statistic = template._tuning_statistic(info)
+                for i, k in enumerate(chains):
+                    self._step_adapts[k].update(float(statistic[i]), True)
+            accept_total += info.accept_stat
+            n_accepted += info.accepted
+            n_hits += info.hit_constraint
+            n_grad += info.n_grad
+            diverging |= info.diverging
+        if self.tune:
+            for i, k in enumerate(chains):
+                self._potentials[k].update(state.position[i], state.grad[i], True)
+        else:
+            self._divergences[chains] += diverging
+        # Kept in units of N(0, M), so that a new mass matrix rescales it as it rescales M.
+        self._momentum[chains] = state.momentum / momentum_scale
+        stats = {
+            "accept": accept_total / template.thin,
+            "n_accepted": n_accepted,
+            "diverging": diverging,
+            "divergences": self._divergences[chains],
+            "n_constraint_hits": n_hits,
+            "energy": info.energy,
+            "energy_error": info.energy_error,
+            "step_size": step_size,
+            "step_size_bar": self._step_size_bar[chains],
+            "n_grad_evals": np.full(n, n_grad),
+            "gradient_noise_share": np.zeros(n),
+            "model_logp": state.logp,
+        }
+        if self.tune:
+            self._read_adaptation(chains)
         return state, stats

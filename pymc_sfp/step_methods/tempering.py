@@ -8,7 +8,11 @@ shared ``β`` (:func:`pymc_sfp.compile.tempered_model`). Each rung gets a clone 
 its compiled functions but owns its per-chain state (the fields of the step's PyMC sampling state:
 tuned step size, mass matrix, momentum, random generator), and sets ``β`` before it steps, so
 one compilation serves every rung (Pigeons.jl's explorer interface: any kernel invariant for the
-rung's tempered distribution).
+rung's tempered distribution). The default explorer, :class:`StochasticDynamics`, instead moves
+every rung at once (:class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` on the model's
+log-density vectorised over rows and their ``β``,
+:func:`pymc_sfp.compile.compile_batched_tempered_density`): the same chains, without ``K``
+Python-level step calls per round.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pymc.util import get_value_vars_from_user_vars
 
 from pymc_sfp._validation import check_int_at_least
 from pymc_sfp.compile import (
+    compile_batched_tempered_density,
     compile_log_likelihood,
     compile_prior_sampler,
     likelihood_terms,
@@ -54,7 +59,7 @@ from pymc_sfp.core.tempering import (
     update_index_process,
 )
 from pymc_sfp.step_methods._common import ProgressField, progressbar_config, progressbar_updates
-from pymc_sfp.step_methods.dynamics import StochasticDynamics
+from pymc_sfp.step_methods.dynamics import LadderDynamics, StochasticDynamics
 
 __all__ = ["LogEvidence", "ParallelTempering", "RoundTripWarning", "tempering_log_evidence"]
 
@@ -127,6 +132,13 @@ class ParallelTempering(ArrayStepShared):
         ``True`` makes it an error if it cannot.
     min_round_trips : int, default 10
         Warn (:class:`RoundTripWarning`) when a chain completes fewer round trips after tuning.
+    vectorized : bool, optional
+        Move every rung in one vectorised computation (:class:`~pymc_sfp.step_methods.dynamics.
+        LadderDynamics`: one compiled call of the tempered log-density and its gradient per
+        leapfrog step for the whole ladder) instead of calling the explorer rung by rung. The
+        chains are the same Markov chains either way. Default: when the explorer is
+        :class:`~pymc_sfp.StochasticDynamics` with a diagonal mass matrix (its default);
+        ``True`` makes it an error otherwise.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
@@ -199,6 +211,7 @@ class ParallelTempering(ArrayStepShared):
         max_chains: int = 32,
         prior_draws: bool | None = None,
         min_round_trips: int = 10,
+        vectorized: bool | None = None,
         model: pm.Model | None = None,
         rng: Any = None,
         initial_point: dict | None = None,
@@ -283,6 +296,17 @@ class ParallelTempering(ArrayStepShared):
                 f"explorer must build a PyMC step method, got {type(self._explorer).__name__}"
             )
 
+        if vectorized is None:
+            vectorized = LadderDynamics.supports(self._explorer)
+        elif vectorized and not LadderDynamics.supports(self._explorer):
+            raise ValueError(
+                "vectorized=True needs StochasticDynamics as the explorer, with a diagonal mass "
+                f"matrix; got {type(self._explorer).__name__}"
+            )
+        self._tempered_density = (
+            compile_batched_tempered_density(graph, compile_kwargs) if vectorized else None
+        )
+
         self.initial_betas = schedule
         self.adapt_schedule = bool(adapt_schedule)
         self.adapt_n_chains = bool(adapt_n_chains) and self.adapt_schedule
@@ -333,8 +357,11 @@ class ParallelTempering(ArrayStepShared):
 
     def _fresh_explorers(
         self, n_chains: int, rng: np.random.Generator, tune: int, draws: int
-    ) -> list:
-        """One clone of the (never stepped) explorer per rung, each with its own random stream."""
+    ) -> list | LadderDynamics:
+        """One clone of the (never stepped) explorer per rung, each with its own random stream;
+        or, vectorised, one :class:`LadderDynamics` for every rung."""
+        if self._tempered_density is not None:
+            return LadderDynamics(self._explorer, n_chains, rng.spawn(1)[0], tune > 0)
         explorers = []
         for seed in rng.spawn(n_chains):
             explorer = _clone_step(self._explorer)
@@ -369,6 +396,9 @@ class ParallelTempering(ArrayStepShared):
         self.index_process = self.index_process._replace(round_trips=0)
 
     def _stop_explorers(self) -> None:
+        if isinstance(self._explorers, LadderDynamics):
+            self._explorers.stop_tuning()
+            return
         for explorer in self._explorers:
             explorer.stop_tuning()
 
@@ -420,12 +450,15 @@ class ParallelTempering(ArrayStepShared):
         swaps. Returns each rung's ``(prior, log-likelihood)`` after the swaps and the swaps'
         acceptance probabilities."""
         terms = np.empty((len(self.betas), 2))
-        for k, beta in enumerate(self.betas):
-            if k == 0 and self._prior_sampler is not None:
-                self.replicas[0] = self._prior_sampler[0]()
-            else:
-                self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
-            terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
+        if isinstance(self._explorers, LadderDynamics):
+            self._explore_ladder(terms, collected)
+        else:
+            for k, beta in enumerate(self.betas):
+                if k == 0 and self._prior_sampler is not None:
+                    self.replicas[0] = self._prior_sampler[0]()
+                else:
+                    self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
+                terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
         # A state of the prior (β = 0) may have likelihood 0 (a hard constraint): it is never
         # swapped up, since the swap's acceptance is then 0.
         valid = np.isfinite(terms[:, 0]) & (
@@ -455,6 +488,25 @@ class ParallelTempering(ArrayStepShared):
         new_point, stats = self._explorers[k].step(point)
         collected.add(k, stats)
         return DictToArrayBijection.map({name: new_point[name] for name, *_ in info}).data
+
+    def _explore_ladder(self, terms: np.ndarray, collected: _Collected) -> None:
+        """Every rung's explorer step as one vectorised :class:`LadderDynamics` step (the prior
+        rung drawn instead, where it is), filling ``terms`` with each rung's prior and
+        log-likelihood."""
+        rungs = np.arange(len(self.betas))
+        if self._prior_sampler is not None:
+            self.replicas[0] = self._prior_sampler[0]()
+            terms[0] = self._log_likelihood(np.ascontiguousarray(self.replicas[0]))
+            rungs = rungs[1:]
+        betas = self.betas[rungs]
+
+        def density(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return self._tempered_density(x, betas)
+
+        state, stats = self._explorers.step(self.replicas[rungs], rungs, density)
+        self.replicas[rungs] = state.position
+        terms[rungs] = state.aux
+        collected.add_batch(rungs, stats)
 
     @staticmethod
     def _padded(values: np.ndarray, size: int) -> np.ndarray:
@@ -576,6 +628,16 @@ class _Collected:
             if self.warnings[name] is None:
                 self.warnings[name] = flat.get(name)
         self.diverging[rung] |= bool(flat.get("diverging", False))
+
+    def add_batch(self, rungs: np.ndarray, stats: Mapping[str, np.ndarray]) -> None:
+        """The stats of a :class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` step: one
+        value per rung in ``rungs``."""
+        cold = np.flatnonzero(rungs == self.n_chains - 1)
+        if len(cold):
+            self.cold = {name: values[cold[0]] for name, values in stats.items()}
+        for name in self.counts:
+            self.counts[name] += int(np.sum(stats.get(name, 0)))
+        self.diverging[rungs] |= stats["diverging"]
 
     def stats(self, max_chains: int) -> dict[str, Any]:
         out = {

@@ -39,9 +39,9 @@ def test_leapfrog_is_reversible_and_second_order():
     state = PhaseState(q0, p0, *logp_grad(q0))
     errors = []
     for eps in (0.1, 0.05):
-        end, n_grad = leapfrog(state, eps, round(1.0 / eps), logp_grad, identity)
+        end, n_grad, _, _ = leapfrog(state, eps, round(1.0 / eps), logp_grad, identity)
         assert n_grad == round(1.0 / eps)
-        back, _ = leapfrog(end._replace(momentum=-end.momentum), eps, n_grad, logp_grad, identity)
+        back = leapfrog(end._replace(momentum=-end.momentum), eps, n_grad, logp_grad, identity).end
         np.testing.assert_allclose(back.position, q0, atol=1e-12)
         errors.append(abs(-end.logp + half_square(end.momentum) + state.logp - half_square(p0)))
     assert 3.0 < errors[0] / errors[1] < 5.0  # energy error O(ε²) at fixed trajectory length
@@ -66,10 +66,10 @@ def test_batched_leapfrog_is_the_leapfrog_of_each_row():
         return float(logp[0]), g[0], None
 
     logp, grad, _ = batched(q)
-    end, n_grad = leapfrog(PhaseState(q, p, logp, grad), 0.1, 8, batched, identity)
+    end, n_grad, _, _ = leapfrog(PhaseState(q, p, logp, grad), 0.1, 8, batched, identity)
     assert n_grad == 8
     for i in range(4):
-        row, _ = leapfrog(PhaseState(q[i], p[i], logp[i], grad[i]), 0.1, 8, single, identity)
+        row = leapfrog(PhaseState(q[i], p[i], logp[i], grad[i]), 0.1, 8, single, identity).end
         if i == 2:
             assert row.logp == -np.inf and end.logp[i] == -np.inf
             continue
@@ -134,6 +134,131 @@ def test_divergent_trajectory_is_flagged_and_restored():
     assert info.diverging and info.accept_stat == 0.0 and not info.accepted
     np.testing.assert_array_equal(end.position, start.position)
     assert np.isfinite(end.momentum).all() and end.logp == start.logp
+
+
+def wall_logp_grad(q):
+    # N(0, 1) in each coordinate, cut at q_0 > 1 by a -inf region (a hard constraint); a NaN
+    # log-density at q_0 > 10 stands for any other numerical failure.
+    logp = -0.5 * float(q @ q) if q[0] > 1.0 else -np.inf
+    return (np.nan if q[0] > 10.0 else logp), -q, None
+
+
+def test_leapfrog_tells_a_hard_constraint_from_a_numerical_failure():
+    start = np.array([1.5, 0.0])
+    state = PhaseState(start, np.array([-1.0, 1.0]), *wall_logp_grad(start)[:2])
+    trajectory = leapfrog(state, 0.2, 10, wall_logp_grad, identity)
+    # q_0 = 1.5, 1.27, 0.99: the wall comes at the second step, after one finite one.
+    assert trajectory.end.logp == -np.inf and trajectory.n_grad == 2
+    assert trajectory.n_finite_steps == 1
+    reference = leapfrog(state, 0.2, 1, wall_logp_grad, identity).end
+    np.testing.assert_allclose(trajectory.last_finite.position, reference.position)
+    np.testing.assert_allclose(trajectory.last_finite.momentum, reference.momentum)
+    assert trajectory.last_finite.logp == reference.logp
+    away = leapfrog(
+        state._replace(momentum=np.array([60.0, 0.0])), 0.2, 10, wall_logp_grad, identity
+    )
+    assert np.isnan(away.end.logp) and away.n_finite_steps == 0
+    # A batch: each row stops on its own.
+    batch = PhaseState(
+        np.stack([start, start, start]),
+        np.array([[-1.0, 1.0], [60.0, 0.0], [3.0, 0.0]]),
+        np.full(3, state.logp),
+        np.stack([state.grad] * 3),
+    )
+
+    def batched(q):
+        rows = [wall_logp_grad(row) for row in q]
+        return np.array([r[0] for r in rows]), -q, None
+
+    trajectories = leapfrog(batch, 0.2, 10, batched, identity)
+    assert trajectories.end.logp[0] == -np.inf and np.isnan(trajectories.end.logp[1])
+    assert np.isfinite(trajectories.end.logp[2])
+    np.testing.assert_array_equal(trajectories.n_finite_steps, [1, 0, 10])
+    np.testing.assert_allclose(trajectories.last_finite.position[0], reference.position)
+    np.testing.assert_array_equal(
+        trajectories.last_finite.position[2], trajectories.end.position[2]
+    )
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_a_constraint_hit_is_a_rejection_not_a_divergence(correct):
+    start = np.array([1.5, 0.0])
+    state = PhaseState(start, np.array([-1.0, 1.0]), *wall_logp_grad(start)[:2])
+    end, info = transition(
+        state,
+        0.2,
+        DynamicsSettings(n_steps=10, alpha=0.0, correct=correct),
+        wall_logp_grad,
+        Metric(identity, half_square, lambda: np.array([-1.0, 1.0])),
+        lambda: 0.0,
+    )
+    assert info.hit_constraint and not info.diverging and not info.accepted
+    assert info.accept_stat == 0.0 and info.share_before_constraint == pytest.approx(0.1)
+    assert abs(info.energy_error_before_constraint) < 0.1  # an accurate step before the wall
+    np.testing.assert_array_equal(end.position, start)
+    if correct:
+        np.testing.assert_array_equal(end.momentum, [1.0, -1.0])
+    # Running into the NaN region instead is a divergence.
+    _, info = transition(
+        state,
+        0.2,
+        DynamicsSettings(n_steps=10, alpha=0.0, correct=correct),
+        wall_logp_grad,
+        Metric(identity, half_square, lambda: np.array([60.0, 0.0])),
+        lambda: 0.0,
+    )
+    assert info.diverging and not info.hit_constraint
+    assert np.isnan(info.share_before_constraint)
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_batched_transition_is_the_transition_of_each_row(correct):
+    # Rows: two ordinary ones, one into the wall, one into the NaN region, and one whose
+    # uniform is above its acceptance (a rejection); each with its own step size and randomness.
+    q = np.array([[5.0, 0.0], [5.0, 0.0], [1.5, 0.0], [5.0, 0.0], [5.0, 0.0]])
+    momentum = np.random.default_rng(5).normal(size=(5, 2))
+    noise = np.array([[0.3, 0.2], [1.0, -0.5], [-3.0, 1.0], [200.0, 0.0], [2.0, 1.0]]) / 0.6
+    uniforms = np.array([0.3, 0.5, 0.5, 0.5, 1.0 - 1e-9])
+    step_sizes = np.array([0.05, 0.03, 0.05, 0.05, 0.1])
+    settings = DynamicsSettings(n_steps=10, alpha=0.8, correct=correct)
+
+    def batched(x):
+        rows = [wall_logp_grad(row) for row in x]
+        logp = np.array([r[0] for r in rows])
+        return logp, -x, np.stack([logp, -logp], axis=1)  # aux per row
+
+    logp, grad, aux = batched(q)
+    new, info = transition(
+        PhaseState(q, momentum, logp, grad, aux),
+        step_sizes,
+        settings,
+        batched,
+        Metric(identity, lambda p: 0.5 * np.sum(p * p, axis=1), lambda: noise),
+        lambda: uniforms,
+    )
+    assert info.hit_constraint[2] and info.diverging[3] and not info.diverging[[0, 1, 2]].any()
+    np.testing.assert_array_equal(info.accepted, [True, True, False, False, not correct])
+    for i in range(5):
+
+        def single(x):
+            logp, grad, aux = batched(x[None])
+            return float(logp[0]), grad[0], aux[0]
+
+        row, row_info = transition(
+            PhaseState(q[i], momentum[i], logp[i], grad[i], aux[i]),
+            step_sizes[i],
+            settings,
+            single,
+            Metric(identity, half_square, lambda i=i: noise[i]),
+            lambda i=i: uniforms[i],
+        )
+        np.testing.assert_array_equal(new.position[i], row.position)
+        np.testing.assert_array_equal(new.aux[i], row.aux)
+        if correct or not info.diverging[i]:  # uncorrected divergences draw a fresh momentum
+            np.testing.assert_array_equal(new.momentum[i], row.momentum)
+        for field in ("accept_stat", "accepted", "energy", "diverging", "hit_constraint"):
+            assert getattr(info, field)[i] == getattr(row_info, field), (i, field)
+        np.testing.assert_equal(info.share_before_constraint[i], row_info.share_before_constraint)
 
 
 def test_geometric_ladder_and_swap_rule():

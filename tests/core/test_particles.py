@@ -245,3 +245,32 @@ def test_hamiltonian_move_counts_divergences_and_keeps_the_particles():
     )
     assert info.n_divergent == 100 and info.acceptance == 0.0
     np.testing.assert_array_equal(moved, start)
+
+
+def test_hamiltonian_move_is_exact_at_a_hard_wall():
+    # N(0, 1) cut at x > 0.5 (a -inf region): trajectories that cross the wall are rejected with
+    # the momentum reversed. Redrawing the momentum after them instead (with persistent momentum,
+    # alpha = 0.9) pushed an exact cloud away from the wall.
+    from scipy import stats
+
+    def log_density_grad(x):
+        logp = -0.5 * x[:, 0] ** 2
+        return np.where(x[:, 0] > 0.5, logp, -np.inf), -x
+
+    rng = np.random.default_rng(14)
+    S = 4000
+    start = stats.truncnorm.rvs(0.5, np.inf, size=(S, 1), random_state=rng)
+    moved, info = hamiltonian_move(
+        start,
+        log_density_grad,
+        rng,
+        step_size=0.2,
+        n_leapfrog=3,
+        n_transitions=50,
+        alpha=0.9,
+        inverse_mass=np.ones(1),
+    )
+    assert info.n_divergent > 0  # the wall was met (redrawing the momentum: 25 SE too low)
+    mean, sd = stats.truncnorm.stats(0.5, np.inf, moments="mv")
+    assert moved.min() > 0.5
+    assert abs(moved.mean() - mean) < 4 * np.sqrt(sd / S)

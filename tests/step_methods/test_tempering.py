@@ -18,7 +18,9 @@ from pymc_sfp import (
     StochasticDynamics,
     tempering_log_evidence,
 )
+from pymc_sfp.compile import compile_batched_tempered_density, step_graph
 from pymc_sfp.datasets import multimodal_targets
+from pymc_sfp.step_methods.dynamics import LadderDynamics
 from tests.helpers import sample
 
 #: 0.3 N(−15, 1) + 0.7 N(15, 1) under a N(0, 20²) prior: the likelihood falls by 112 nats
@@ -173,8 +175,9 @@ def test_weights_of_modes_that_no_coordinate_separates(name):
     assert abs(evidence.log_evidence - target.log_evidence) < 4 * evidence.standard_error
 
 
+@pytest.mark.parametrize("vectorized", [True, False], ids=["vectorized", "rung by rung"])
 @pytest.mark.parametrize("prior_draws", [None, False], ids=["prior drawn", "prior explored"])
-def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_draws):
+def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_draws, vectorized):
     # N(0, 2²) restricted to x > 1 by a -inf potential: a truncated normal (α = 0.5), and the
     # evidence is the prior's mass above 1. Prior states below 1 (likelihood 0) must neither stop
     # the run nor climb the ladder; an explorer of the prior (β = 0) must not see 0 · (−inf).
@@ -183,7 +186,7 @@ def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_dr
         pm.Potential("bound", pm.math.switch(x > 1.0, 0.0, -np.inf))
     idata = sample(
         model,
-        lambda: ParallelTempering(prior_draws=prior_draws),
+        lambda: ParallelTempering(prior_draws=prior_draws, vectorized=vectorized),
         draws=2000,
         tune=300,
         initvals={"x": 2.0},
@@ -205,6 +208,7 @@ def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_dr
         pytest.param(lambda **kw: SFPStep(L=30, **kw), id="SFPStep"),
         pytest.param(pm.Slice, id="Slice"),
         pytest.param(lambda **kw: pm.Metropolis(scaling=2.0, **kw), id="Metropolis"),
+        pytest.param(None, id="StochasticDynamics rung by rung"),
     ],
 )
 def test_any_explorer_samples_its_tempered_target(two_modes_boxed, explorer):
@@ -215,7 +219,7 @@ def test_any_explorer_samples_its_tempered_target(two_modes_boxed, explorer):
     # included) is the tolerance.
     idata = sample(
         two_modes_boxed,
-        lambda: ParallelTempering(explorer=explorer),
+        lambda: ParallelTempering(explorer=explorer, vectorized=False),
         draws=600,
         tune=300,
         chains=1,
@@ -225,6 +229,43 @@ def test_any_explorer_samples_its_tempered_target(two_modes_boxed, explorer):
     assert errors[0] < 4 * mcses[0], (errors, mcses)
     within_modes = np.abs(np.abs(idata.posterior["x"].values) - 15.0)
     assert np.quantile(within_modes, 0.95) < 3.0  # draws sit in the unit-sd modes
+
+
+def test_ladder_dynamics_samples_each_chains_tempered_target():
+    # Prior N(0, 2²), likelihood N(1; x, 0.5²): at β the tempered target is Gaussian with
+    # precision 1/4 + 4β and mean 4β / (1/4 + 4β). Three chains of one vectorised ladder at
+    # β = 0, 0.1 and 1, with no swaps: each must sample its own target (mean and variance within
+    # 4 MCSE), with its own tuned step size.
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 2.0)
+        pm.Normal("y", x, 0.5, observed=1.0)
+    graph = step_graph(model, model.value_vars)
+    template = StochasticDynamics(model=model, n_leapfrog=5)
+    density = compile_batched_tempered_density(graph)
+    betas = np.array([0.0, 0.1, 1.0])
+    ladder = LadderDynamics(template, 3, np.random.default_rng(4), tune=True)
+    chains = np.arange(3)
+    positions = np.zeros((3, 1))
+    draws = []
+    for i in range(4000):
+        if i == 1000:
+            ladder.stop_tuning()
+        state, stats_ = ladder.step(positions, chains, lambda q: density(q, betas))
+        positions = state.position
+        np.testing.assert_array_equal(state.aux[:, 1], density(positions, betas)[2][:, 1])
+        if i >= 1000:
+            draws.append(positions[:, 0])
+    draws = np.array(draws).T  # (chain, draw)
+    precision = 0.25 + 4.0 * betas
+    for k in range(3):
+        values = xr.DataArray(draws[k][None], dims=("chain", "draw"))
+        for statistic, exact in (
+            (values, 4.0 * betas[k] / precision[k]),
+            ((values - 4.0 * betas[k] / precision[k]) ** 2, 1.0 / precision[k]),
+        ):
+            mcse = float(az.mcse(statistic.rename("v").to_dataset())["v"])
+            assert abs(float(statistic.mean()) - exact) < 4 * mcse, (k, exact)
+    assert not stats_["diverging"].any()
 
 
 @pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")  # short runs
@@ -332,6 +373,10 @@ def test_bad_input(two_modes):
             ParallelTempering(rounds_per_draw=0)
         with pytest.raises(TypeError, match="explorer must build a PyMC step method"):
             ParallelTempering(explorer=lambda **kw: object())
+        with pytest.raises(ValueError, match="vectorized=True needs StochasticDynamics"):
+            ParallelTempering(explorer=pm.Slice, vectorized=True)
+        with pytest.raises(ValueError, match="vectorized=True needs StochasticDynamics"):
+            ParallelTempering(explorer_kwargs={"scaling": np.ones((1, 1))}, vectorized=True)
     with pm.Model():
         pm.Normal("a")
         with pytest.raises(ValueError, match="no observed variables or potentials"):
