@@ -91,8 +91,9 @@ same L) enter the fit; the glass and Santa Fe rows have other data and are shown
 
 {table}
 
-{slope_text}. Each coordinate of a sweep evaluates the whole model on its L-point grid, so a
-sweep costs about (number of weights) × L × (cost of one model evaluation), and the cost of one
-evaluation of a 2-H-1 network on a fixed data set itself grows with H, i.e. with the number of
-weights: the cost per sweep grows faster than linearly in the weights.""",
+{slope_text}. Each coordinate's grid is evaluated by the network's structure (docs: "Networks:
+one unit per coordinate"): one forward pass at the current point, then one unit's column per
+grid value. The forward pass and the priors at the grid points are still evaluated at every
+call, and both grow with the number of weights, so the cost per sweep still grows faster than
+linearly in the weights.""",
     )

@@ -36,6 +36,7 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,9 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
+from pymc_sfp._network_line import NetworkLine, network_line, rows_along
 from pymc_sfp.core.sfp import open_interval
+from pymc_sfp.nn.network import networks_of
 
 __all__ = [
     "CoordinateLayout",
@@ -76,6 +79,9 @@ __all__ = [
     "tempered_model",
     "warm_up",
 ]
+
+
+_log = logging.getLogger("pymc_sfp")
 
 
 @dataclass(frozen=True)
@@ -559,6 +565,23 @@ def _unwrapped(jit_fn: Callable) -> Callable:
     return jit_fn
 
 
+def _sampling_space(
+    outputs: list, q: pt.TensorVariable, x: pt.TensorVariable, layout: CoordinateLayout
+) -> tuple[list, pt.TensorVariable]:
+    """``outputs``, graphs of PyMC's raveled values ``q``, as graphs of the sampling coordinates
+    ``x``, and the log-Jacobian of the interval coordinates to subtract from a log-density."""
+    m = layout.interval
+    if not m.any():
+        return clone_replace(outputs, {q: x}), pt.constant(0.0)
+    lo = pt.constant(np.where(m, layout.lower, 0.0))
+    hi = pt.constant(np.where(m, layout.upper, 1.0))
+    mask = pt.constant(m)
+    log_lower, log_upper = pt.log(x - lo), pt.log(hi - x)
+    q_of_x = pt.where(mask, log_lower - log_upper, x)
+    log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
+    return clone_replace(outputs, {q: q_of_x}), log_jac
+
+
 class LineEvaluator:
     """Compiled log-density of the sampling coordinates, at a point or along one coordinate.
 
@@ -587,40 +610,65 @@ class LineEvaluator:
     ):
         self.gradient = gradient
         self.batched = batched
-        [logp_q], q = graph.join([graph.model.logp()])
         x = pt.vector("sampling_coordinates", dtype="float64")
-        logp_x = self._sampling_space_logp(logp_q, q, x, layout)
+
+        def join(outputs: list) -> tuple[list, pt.TensorVariable]:
+            joined, q = graph.join(outputs)
+            return _sampling_space(joined, q, x, layout)
+
+        [logp_q], log_jacobian = join([graph.model.logp()])
+        logp_x = logp_q - log_jacobian
         point_outputs = [logp_x]
         if gradient:
             point_outputs.append(pt.grad(logp_x, x))
         self._point = _compile([x], point_outputs, compile_kwargs)
         x0 = layout.from_value(graph.start)
         warm_up(self._point, x0)
-
-        if batched:
-            index = pt.scalar("index", dtype="int64")
-            values = pt.vector("values", dtype="float64")
-            rows = pt.set_subtensor(
-                pt.repeat(x[None, :], values.shape[0], axis=0)[:, index], values
+        #: Coordinates whose line the network's structure evaluates (``None``: none).
+        self.structured: np.ndarray | None = None
+        #: The network whose structure :attr:`structured` uses, or why none is used.
+        self.structure_note = "the model has no network of pymc_sfp.nn.mlp"
+        if not batched:
+            return
+        index = pt.scalar("index", dtype="int64")
+        values = pt.vector("values", dtype="float64")
+        if not gradient:
+            line = network_line(
+                graph.model, join, layout, graph.value_vars, logp_x, x, index, values
             )
-            batched_outputs = vectorize_graph(point_outputs, replace={x: rows})
-            if gradient:
-                batched_outputs = [batched_outputs[0], batched_outputs[1][:, index]]
-            self._along = _compile([x, index, values], batched_outputs, compile_kwargs)
-            warm_up(self._along, x0, np.asarray(0, dtype=np.int64), np.full(2, x0[0]))
+            if line is not None:
+                self._along = _compile([x, index, values], [line.along], compile_kwargs)
+                if self._structure_agrees(line, layout, x0):
+                    return
+            elif networks_of(graph.model):
+                self.structure_note = "no network's single weights are coordinates of this step"
+        batched_outputs = vectorize_graph(point_outputs, replace={x: rows_along(x, index, values)})
+        if gradient:
+            batched_outputs = [batched_outputs[0], batched_outputs[1][:, index]]
+        self._along = _compile([x, index, values], batched_outputs, compile_kwargs)
+        warm_up(self._along, x0, np.asarray(0, dtype=np.int64), np.full(2, x0[0]))
 
-    @staticmethod
-    def _sampling_space_logp(logp_q, q, x, layout: CoordinateLayout):
-        m = layout.interval
-        if not m.any():
-            return clone_replace(logp_q, {q: x})
-        lo = pt.constant(np.where(m, layout.lower, 0.0))
-        hi = pt.constant(np.where(m, layout.upper, 1.0))
-        mask = pt.constant(m)
-        log_lower, log_upper = pt.log(x - lo), pt.log(hi - x)
-        q_of_x = pt.where(mask, log_lower - log_upper, x)
-        log_jac = pt.sum(pt.where(mask, log_lower + log_upper - pt.log(hi - lo), 0.0))
-        return clone_replace(logp_q, {q: q_of_x}) - log_jac
+    def _structure_agrees(
+        self, line: NetworkLine, layout: CoordinateLayout, x0: np.ndarray
+    ) -> bool:
+        """Check the structured line (:mod:`pymc_sfp._network_line`) against the log-density at
+        a moved point of each coordinate it serves (one call each, which also warms it up), and
+        keep it if it agrees; log why not otherwise."""
+        for i in np.flatnonzero(line.structured):
+            moved = x0.copy()
+            moved[i] = 0.5 * (x0[i] + layout.upper[i]) if layout.interval[i] else x0[i] + 0.25
+            structured = self._along(x0, np.asarray(i, dtype=np.int64), moved[i : i + 1])[0][0]
+            exact = self._point(moved)[0]
+            if not np.isclose(structured, exact, rtol=1e-9, atol=0.0):
+                self.structure_note = (
+                    f"the structured line of network {line.network!r} disagrees with the "
+                    f"log-density at {layout.describe(int(i))} ({structured} != {exact})"
+                )
+                _log.warning("SFP evaluates lines in full: %s", self.structure_note)
+                return False
+        self.structured = line.structured
+        self.structure_note = f"network {line.network!r}"
+        return True
 
     def jitted(self) -> JittedLine:
         """The machine code of :meth:`logp` and :meth:`along` (:class:`JittedLine`).

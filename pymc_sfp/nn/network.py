@@ -7,6 +7,7 @@ methods evaluate the network over posterior draws in NumPy.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,12 +25,21 @@ from pymc_sfp.nn._data import ensure_coord, input_data
 from pymc_sfp.nn.integrated import OutputTargets
 from pymc_sfp.nn.priors import PRIORS, layer_parameters
 
-__all__ = ["OUTPUTS", "OUTPUT_LAYERS", "Network", "mlp"]
+__all__ = ["OUTPUTS", "OUTPUT_LAYERS", "Network", "mlp", "networks_of"]
 
 #: Output units accepted by :func:`mlp`.
 OUTPUTS = ("linear", "softmax")
 #: Treatments of the output layer accepted by :func:`mlp`.
 OUTPUT_LAYERS = ("sampled", "integrated")
+
+# The networks :func:`mlp` built in each model, so that a step can exploit their structure (see
+# :func:`networks_of`); weak, so that a registered network does not keep its model alive.
+_NETWORKS: weakref.WeakKeyDictionary[pm.Model, list[Network]] = weakref.WeakKeyDictionary()
+
+
+def networks_of(model: pm.Model) -> tuple[Network, ...]:
+    """The networks :func:`mlp` built in ``model``, in the order they were built."""
+    return tuple(_NETWORKS.get(model, ()))
 
 
 @dataclass(frozen=True)
@@ -368,7 +378,7 @@ def mlp(
         F = pm.Deterministic(
             f"{name}_output", F, dims=(obs_dim, out_dim) if obs_dim is not None else None
         )
-    return Network(
+    network = Network(
         name=name,
         layer_sizes=sizes,
         output_type=output,
@@ -387,3 +397,5 @@ def mlp(
         output_sd=output_sd,
         targets=OutputTargets() if integrate_output else None,
     )
+    _NETWORKS.setdefault(model, []).append(network)
+    return network

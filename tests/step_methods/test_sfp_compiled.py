@@ -7,7 +7,7 @@ import pytensor.tensor as pt
 import pytest
 from pymc.blocking import DictToArrayBijection
 
-from pymc_sfp import SFPStep
+from pymc_sfp import SFPStep, nn
 
 
 def small_model():
@@ -90,3 +90,20 @@ def test_falls_back_with_its_reason():
             SFPStep(compiled="yes")
     draws, stats = run(step, model, 3)
     assert np.isfinite(draws).all() and all(s["n_logp_evals"] > 0 for s in stats)
+
+
+def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
+    """A network with a hierarchical prior: its weights take the structured line and its group
+    scales the general one (``pymc_sfp._network_line``), through one jitted dispatcher; the
+    compiled sweep still makes the NumPy sweep's draws."""
+    rng = np.random.default_rng(1)
+    with pm.Model() as model:
+        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
+        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
+        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+    assert steps[0].kernel == "numba"
+    structured = steps[0].evaluator.structured
+    assert structured is not None and 0 < structured.sum() < len(structured)
+    draws, _ = run(steps[0], model, 5)
+    reference_draws, _ = run(steps[1], model, 5)
+    np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)

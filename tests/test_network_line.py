@@ -1,0 +1,112 @@
+"""The structured line of a ``pymc_sfp.nn`` network (``pymc_sfp._network_line``): the same
+log-density as the model's along every coordinate it serves, the general line for the others,
+and a visible fallback when its split of the log-density is wrong."""
+
+import logging
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_sfp import _network_line, nn
+from pymc_sfp.compile import LineEvaluator, coordinate_layout, step_graph
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(40, 3))
+LABELS = RNG.integers(0, 3, 40)
+TARGETS = RNG.normal(size=(40, 1))
+
+
+def network_model(prior, output, hidden, centred=False):
+    with pm.Model() as model:
+        net = nn.mlp(
+            X, (3, *hidden, 3 if output == "softmax" else 1), output=output, prior=prior,
+            centred=centred,
+        )  # fmt: skip
+        if output == "softmax":
+            nn.categorical_likelihood(net, LABELS)
+        else:
+            nn.gaussian_likelihood(net, TARGETS)  # unknown noise sd: a coordinate outside
+    return model
+
+
+def evaluator(model, value_vars=None):
+    value_vars = value_vars or model.value_vars
+    graph = step_graph(model, value_vars)
+    layout = coordinate_layout(model, value_vars, model.initial_point())
+    return LineEvaluator(graph, layout, gradient=False, batched=True), layout, graph
+
+
+@pytest.mark.parametrize(
+    ("prior", "output", "hidden", "centred"),
+    [
+        ("uniform", "softmax", (4,), False),
+        ("gaussian", "linear", (4, 3), False),
+        ("group", "linear", (4,), False),
+        ("group", "softmax", (4,), True),
+        ("ard", "softmax", (4, 3), False),
+    ],
+)
+def test_structured_line_is_the_log_density_along_every_coordinate(prior, output, hidden, centred):
+    model = network_model(prior, output, hidden, centred)
+    line, layout, graph = evaluator(model)
+    assert line.structure_note == "network 'net'"
+    # Exactly the coordinates that move many weights at once (the group scales of the
+    # non-centred form) take the general line; every weight, bias and the noise sd take the
+    # structured one, and so do centred scales, which reach the weights' prior, not the logits.
+    general = {layout.describe(i).split("[")[0] for i in np.flatnonzero(~line.structured)}
+    scales = {name for name in layout.rv_names if name.startswith("net_sd_")}
+    assert general == (set() if centred else scales)
+    x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
+    x = np.clip(x, layout.lower + 1e-3, layout.upper - 1e-3)
+    for i in range(layout.size):
+        if layout.interval[i]:
+            values = np.linspace(layout.lower[i] + 0.01, layout.upper[i] - 0.01, 5)
+        else:
+            values = x[i] + np.linspace(-1.0, 1.0, 5)
+        along, _ = line.along(x, i, values)
+        moved = np.repeat(x[None], len(values), axis=0)
+        moved[:, i] = values
+        expected = [line.logp(row) for row in moved]
+        np.testing.assert_allclose(along, expected, rtol=1e-12, err_msg=layout.describe(i))
+
+
+def test_a_step_over_some_variables_serves_its_own_coordinates():
+    """A step over the output layer only (the rest shared): its coordinates are structured."""
+    model = network_model("gaussian", "linear", (4,))
+    value_vars = [model.rvs_to_values[model[name]] for name in ("net_w1", "net_b1")]
+    line, _, graph = evaluator(model, value_vars)
+    assert line.structured.all()
+    x = graph.start + 0.1
+    along, _ = line.along(x, 2, np.array([-0.5, 0.5]))
+    for value, got in zip((-0.5, 0.5), along, strict=True):
+        moved = x.copy()
+        moved[2] = value
+        np.testing.assert_allclose(got, line.logp(moved), rtol=1e-12)
+
+
+def test_models_without_a_usable_network_use_the_general_line():
+    with pm.Model() as model:
+        pm.Normal("a", 0.0, 1.0)
+    line, _, _ = evaluator(model)
+    assert line.structured is None and "no network" in line.structure_note
+    with pm.Model() as model:
+        nn.mlp(X, (3, 2, 1), prior="gaussian")  # no likelihood reads it
+    line, _, _ = evaluator(model)
+    assert line.structured is None and "no network's single weights" in line.structure_note
+
+
+def test_a_wrong_split_is_caught_and_falls_back(monkeypatch, caplog):
+    split = _network_line._split_log_density
+
+    def off_by_one(model, network):
+        prior, likelihood, placeholder = split(model, network)
+        return prior, likelihood + 1.0, placeholder
+
+    monkeypatch.setattr(_network_line, "_split_log_density", off_by_one)
+    model = network_model("uniform", "softmax", (2,))
+    with caplog.at_level(logging.WARNING, logger="pymc_sfp"):
+        line, _, _ = evaluator(model)
+    assert line.structured is None
+    assert "disagrees with the log-density at net_w0[0, 0]" in line.structure_note
+    assert "SFP evaluates lines in full" in caplog.text
