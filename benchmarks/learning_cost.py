@@ -93,7 +93,7 @@ same L) enter the fit; the glass and Santa Fe rows have other data and are shown
 
 {slope_text}. Each coordinate's grid is evaluated by the network's structure (docs: "Networks:
 one unit per coordinate"): one forward pass at the current point, then one unit's column per
-grid value. The forward pass and the priors at the grid points are still evaluated at every
-call, and both grow with the number of weights, so the cost per sweep still grows faster than
-linearly in the weights.""",
+grid value, and the weight's own prior term. The forward pass at the current point is still
+made at every call (and by the correction's evaluation), and it grows with the number of
+weights, so the cost per sweep still grows faster than linearly in the weights.""",
     )

@@ -12,15 +12,18 @@ by ``δ · u`` for a fixed input column ``u``, so along the line:
   ``tanh``, and its change is carried into the next layer along row ``j`` of that layer's weights
   (``O(n · units)``); for the last hidden layer that gives the logits (``O(n · outputs)``);
 * the terms of the log-density that read the network (its likelihood) are evaluated on those
-  ``G`` logits, and the rest (the priors, other variables) on the ``G`` rows as before.
+  ``G`` logits; the weight's own prior term, the only other term that reads it and quadratic in
+  it, by its second-order expansion at the current point (exact; ``O(N)`` once for ``N``
+  coordinates).
 
-A coordinate therefore costs ``O(n · W + G · n · outputs + G · W)`` instead of ``O(G · n · W)``.
-It is valid for every coordinate that moves one weight or bias (the free variable itself, the
-unscaled ``z`` of a non-centred prior, or its transformed value) or does not reach the logits at
-all; coordinates that move many weights at once (a group's scale) need the general evaluation and
-are marked so. This module builds the graph; :mod:`pymc_sfp.compile` compiles it. It checks the
-split of the log-density against the model's own before using it, and returns ``None`` (the
-general evaluation) for anything it does not recognise.
+A coordinate therefore costs ``O(n · W + N + G · n · outputs)`` instead of ``O(G · n · W)``.
+Coordinates that do not reach the logits (a noise sd, a centred group scale) are evaluated at the
+``G`` moved points with the logits held fixed; coordinates that move many weights at once (a
+group's scale in the non-centred form) or that another term reads take the general evaluation.
+Each kind of coordinate is a branch of one graph that gets the values only for its own kind. This
+module builds the graph; :mod:`pymc_sfp.compile` compiles it and checks it against the model's
+log-density before using it. It returns ``None`` (the general evaluation) for anything it does
+not recognise.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import NormalRV, UniformRV
 
 from pymc_sfp.nn.network import Network, networks_of
 
@@ -101,34 +105,42 @@ def network_line(
         if network.logits is None:  # integrated output layer: the likelihood reads the features
             continue
         split = _split_log_density(model, network)
-        layers = _coordinate_layers(model, network, layout, value_vars)
-        if split is None or layers is None:
+        if split is None:
             continue
         prior, likelihood, placeholder = split
+        layers = _coordinate_layers(model, network, layout, value_vars, likelihood)
+        if layers is None:
+            continue
         n_layers = len(network.weights)
         graphs, log_jacobian = join(
             [prior, likelihood, *model.replace_rvs_by_values([*network.weights, *network.biases])]
         )
-        logp_split = graphs[0] + graphs[1] - log_jacobian
+        prior_x, likelihood_x = graphs[0] - log_jacobian, graphs[1]
         weights_x, biases_x = graphs[2 : 2 + n_layers], graphs[2 + n_layers :]
-        structured = layers[0] != _GENERAL
-        if structured.all():
-            rows = rows_along(x, index, values)
-            logits_rows = _logits_along(network, weights_x, biases_x, layers, x, rows, index)
-            along = vectorize_graph(logp_split, {x: rows, placeholder: logits_rows})
-            return NetworkLine(along, structured, network.name)
-        # Numba evaluates both branches of a switch, so each gets the rows only when it serves
-        # the coordinate (and none otherwise): one compiled function for every coordinate.
-        split_at = values.shape[0] * pt.constant(structured)[index].astype("int64")
-        rows = rows_along(x, index, values[:split_at])
-        logits_rows = _logits_along(network, weights_x, biases_x, layers, x, rows, index)
-        along = pt.concatenate(
-            [
-                vectorize_graph(logp_split, {x: rows, placeholder: logits_rows}),
-                vectorize_graph(logp, {x: rows_along(x, index, values[split_at:])}),
-            ]
-        )
-        return NetworkLine(along, structured, network.name)
+        kind = layers[0]
+        parts = []
+
+        def served(mask: np.ndarray) -> pt.TensorVariable:
+            # Numba evaluates every branch, so a branch gets the values only for the
+            # coordinates it serves, and none otherwise: one compiled function for all.
+            return values[: values.shape[0] * pt.constant(mask)[index].astype("int64")]
+
+        if np.any(kind >= 0):  # one weight or bias: its own prior term is quadratic in it
+            step = served(kind >= 0) - x[index]
+            slope = pt.grad(prior_x, x)[index]
+            curvature = pt.grad(slope, x)[index]
+            logits = _logits_along(network, weights_x, biases_x, layers, x, step, index)
+            likelihood_rows = vectorize_graph(likelihood_x, {placeholder: logits})
+            parts.append(prior_x + slope * step + 0.5 * curvature * step**2 + likelihood_rows)
+        if np.any(kind == _OUTSIDE):  # the logits stay as they are
+            rows = rows_along(x, index, served(kind == _OUTSIDE))
+            current = _forward(network, weights_x, biases_x)[1][-1]
+            logits = pt.repeat(current[None], rows.shape[0], axis=0)
+            parts.append(vectorize_graph(prior_x + likelihood_x, {x: rows, placeholder: logits}))
+        if np.any(kind == _GENERAL):
+            parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == _GENERAL))}))
+        along = parts[0] if len(parts) == 1 else pt.concatenate(parts)
+        return NetworkLine(along, kind != _GENERAL, network.name)
     return None
 
 
@@ -169,12 +181,17 @@ def _split_log_density(
 
 
 def _coordinate_layers(
-    model: pm.Model, network: Network, layout: CoordinateLayout, value_vars: list
+    model: pm.Model,
+    network: Network,
+    layout: CoordinateLayout,
+    value_vars: list,
+    likelihood: pt.TensorVariable,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Per coordinate: the layer whose weight or bias it moves (or ``_OUTSIDE``/``_GENERAL``),
     whether it is a bias, and the weight's row ``k`` and column ``j`` (the unit it feeds).
 
-    ``None`` when no coordinate of this step moves a single weight of the network.
+    A weight's coordinate gets its layer only if :func:`_own_quadratic_term` holds for it;
+    otherwise it is ``_GENERAL``. ``None`` when no coordinate gets a layer.
     """
     layer = np.full(layout.size, _OUTSIDE, dtype=np.int64)
     is_bias = np.zeros(layout.size, dtype=bool)
@@ -189,14 +206,17 @@ def _coordinate_layers(
         where[name] = (slc, shape)
         if value in reach:
             layer[slc] = _GENERAL
+    read_by_likelihood = set(ancestors([likelihood]))
     found = False
     for lay, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
         for param, bias in ((W, False), (b, True)):
             source = _elementwise_source(model, param)
             value = model.rvs_to_values.get(source) if source is not None else None
-            if value is None or value.name not in where:
+            if value is None or value.name not in where or value in read_by_likelihood:
                 continue
             slc, shape = where[value.name]
+            if not _own_quadratic_term(model, network, source, bool(layout.interval[slc].all())):
+                continue
             positions = np.arange(slc.stop - slc.start)
             layer[slc], is_bias[slc] = lay, bias
             if bias:
@@ -205,6 +225,31 @@ def _coordinate_layers(
                 row[slc], column[slc] = np.unravel_index(positions, shape)
             found = True
     return (layer, is_bias, row, column) if found else None
+
+
+def _own_quadratic_term(
+    model: pm.Model, network: Network, source: pt.TensorVariable, interval: bool
+) -> bool:
+    """Whether the prior reads ``source`` only through its own term, and that term is quadratic
+    in its sampling coordinates: a ``Normal`` without a transform, or a ``Uniform`` sampled on
+    its own scale (``interval``), whose density there is constant. Then a second-order Taylor
+    expansion in one coordinate is exact. (The terms that read the logits reach ``source``
+    through the network; the caller checks that the likelihood rebuilt on them does not.)"""
+    op = source.owner.op
+    own = (isinstance(op, NormalRV) and model.rvs_to_transforms.get(source) is None) or (
+        isinstance(op, UniformRV) and interval
+    )
+    other_free = [rv for rv in model.free_RVs if rv is not source]
+    prior_terms = [
+        term
+        for term in [*model.observed_RVs, *model.potentials]
+        if network.logits not in ancestors([term])
+    ]
+    return (
+        own
+        and not any(source in ancestors(rv.owner.inputs) for rv in other_free)
+        and not any(source in ancestors([term]) for term in prior_terms)
+    )
 
 
 def _elementwise_source(model: pm.Model, param: pt.TensorVariable) -> pt.TensorVariable | None:
@@ -219,34 +264,38 @@ def _elementwise_source(model: pm.Model, param: pt.TensorVariable) -> pt.TensorV
     return None
 
 
+def _forward(network: Network, weights: list, biases: list) -> tuple[list, list]:
+    """The network at the current point: each layer's input (``X``, then the hidden units) and
+    summed input (the last one is the logits)."""
+    inputs, summed = [network.X], []
+    for W, b in zip(weights, biases, strict=True):
+        summed.append(pt.dot(inputs[-1], W) + b)
+        inputs.append(pt.tanh(summed[-1]))
+    return inputs, summed
+
+
 def _logits_along(
     network: Network,
     weights: list,
     biases: list,
     layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     x: pt.TensorVariable,
-    rows: pt.TensorVariable,
+    step: pt.TensorVariable,
     index: pt.TensorVariable,
 ) -> pt.TensorVariable:
-    """The network's logits at each row, ``(G, n, outputs)``, by updating the one unit that the
-    coordinate ``index`` feeds (valid where ``layers`` does not mark it ``_GENERAL``)."""
+    """The network's logits with ``x[index]`` moved by each of ``step``, ``(G, n, outputs)``,
+    by updating the one unit that the coordinate feeds (where ``layers`` gives it a layer).
+
+    A weight is linear in its coordinate (the weight itself, or ``scale · z``), so it moves by
+    ``step`` times its derivative in the coordinate."""
     layer_of, is_bias_of, row_of, column_of = (pt.constant(a) for a in layers)
     layer, bias = layer_of[index], is_bias_of[index]
     n_layers = len(weights)
-    # The network once, at the current point.
-    inputs, summed = [network.X], []
-    for W, b in zip(weights, biases, strict=True):
-        summed.append(pt.dot(inputs[-1], W) + b)
-        inputs.append(pt.tanh(summed[-1]))
-    logits = summed[-1]
-    G = rows.shape[0]
-    along = pt.repeat(logits[None], G, axis=0)
+    inputs, summed = _forward(network, weights, biases)
+    along = pt.repeat(summed[-1][None], step.shape[0], axis=0)
 
-    def change_along_rows(param: pt.TensorVariable, *element: pt.TensorVariable):
-        # The moved element at each row (its own transform or scale applied) minus its value.
-        if x not in set(ancestors([param])):  # not a variable of this step
-            return pt.zeros_like(rows[:, 0])
-        return vectorize_graph(param, replace={x: rows})[(slice(None), *element)] - param[element]
+    def derivative(param: pt.TensorVariable, *element: pt.TensorVariable) -> pt.TensorVariable:
+        return pt.grad(param[element], x, disconnected_inputs="ignore")[index]
 
     for lay, (W, b) in enumerate(zip(weights, biases, strict=True)):
         if not np.any(layers[0] == lay):
@@ -254,7 +303,7 @@ def _logits_along(
         units_in, units_out = W.shape
         k = pt.minimum(row_of[index], units_in - 1)
         j = pt.minimum(column_of[index], units_out - 1)
-        moved = pt.switch(bias, change_along_rows(b, j), change_along_rows(W, k, j))
+        moved = pt.switch(bias, derivative(b, j), derivative(W, k, j)) * step
         feed = pt.switch(bias, pt.ones_like(inputs[lay][:, 0]), inputs[lay][:, k])
         unit = summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]  # (G, n)
         if lay == n_layers - 1:

@@ -6,6 +6,8 @@ import logging
 
 import numpy as np
 import pymc as pm
+import pytensor
+import pytensor.tensor as pt
 import pytest
 
 from pymc_sfp import _network_line, nn
@@ -28,6 +30,18 @@ def network_model(prior, output, hidden, centred=False):
         else:
             nn.gaussian_likelihood(net, TARGETS)  # unknown noise sd: a coordinate outside
     return model
+
+
+def assert_line_is_the_log_density(line, x, i, values, rtol):
+    moved = np.repeat(x[None], len(values), axis=0)
+    moved[:, i] = values
+    expected = [line.logp(row) for row in moved]
+    np.testing.assert_allclose(line.along(x, i, values)[0], expected, rtol=rtol, err_msg=str(i))
+
+
+def general_variables(line, layout):
+    """The variables whose coordinates take the general line."""
+    return {layout.describe(i).split("[")[0] for i in np.flatnonzero(~line.structured)}
 
 
 def evaluator(model, value_vars=None):
@@ -54,9 +68,8 @@ def test_structured_line_is_the_log_density_along_every_coordinate(prior, output
     # Exactly the coordinates that move many weights at once (the group scales of the
     # non-centred form) take the general line; every weight, bias and the noise sd take the
     # structured one, and so do centred scales, which reach the weights' prior, not the logits.
-    general = {layout.describe(i).split("[")[0] for i in np.flatnonzero(~line.structured)}
     scales = {name for name in layout.rv_names if name.startswith("net_sd_")}
-    assert general == (set() if centred else scales)
+    assert general_variables(line, layout) == (set() if centred else scales)
     x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
     x = np.clip(x, layout.lower + 1e-3, layout.upper - 1e-3)
     for i in range(layout.size):
@@ -64,11 +77,7 @@ def test_structured_line_is_the_log_density_along_every_coordinate(prior, output
             values = np.linspace(layout.lower[i] + 0.01, layout.upper[i] - 0.01, 5)
         else:
             values = x[i] + np.linspace(-1.0, 1.0, 5)
-        along, _ = line.along(x, i, values)
-        moved = np.repeat(x[None], len(values), axis=0)
-        moved[:, i] = values
-        expected = [line.logp(row) for row in moved]
-        np.testing.assert_allclose(along, expected, rtol=1e-12, err_msg=layout.describe(i))
+        assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
 
 
 def test_a_step_over_some_variables_serves_its_own_coordinates():
@@ -78,11 +87,8 @@ def test_a_step_over_some_variables_serves_its_own_coordinates():
     line, _, graph = evaluator(model, value_vars)
     assert line.structured.all()
     x = graph.start + 0.1
-    along, _ = line.along(x, 2, np.array([-0.5, 0.5]))
-    for value, got in zip((-0.5, 0.5), along, strict=True):
-        moved = x.copy()
-        moved[2] = value
-        np.testing.assert_allclose(got, line.logp(moved), rtol=1e-12)
+    for i in range(len(x)):
+        assert_line_is_the_log_density(line, x, i, np.array([-0.5, 0.5]), rtol=1e-12)
 
 
 def test_models_without_a_usable_network_use_the_general_line():
@@ -110,3 +116,32 @@ def test_a_wrong_split_is_caught_and_falls_back(monkeypatch, caplog):
     assert line.structured is None
     assert "disagrees with the log-density at net_w0[0, 0]" in line.structure_note
     assert "SFP evaluates lines in full" in caplog.text
+
+
+def test_float32_network_uses_its_structure():
+    """A float32 model sums the same terms in another order: the check at construction allows
+    for float32 rounding, and the line agrees with the log-density to it."""
+    with pytensor.config.change_flags(floatX="float32"):
+        with pm.Model() as model:
+            net = nn.mlp(X.astype("float32"), (3, 2, 3), output="softmax", prior="group")
+            nn.categorical_likelihood(net, LABELS)
+        line, layout, graph = evaluator(model)
+    assert line.structure_note == "network 'net'"
+    x = layout.from_value(graph.start) + 0.2
+    for i in range(layout.size):
+        assert_line_is_the_log_density(line, x, i, x[i] + np.linspace(-1.0, 1.0, 4), rtol=1e-5)
+
+
+def test_weights_another_term_reads_take_the_general_line():
+    """A penalty on the first layer's weights besides their prior: their coordinates are not
+    one quadratic prior term any more, so they take the general line; the rest stays
+    structured, and every line is still the log-density."""
+    with pm.Model() as model:
+        net = nn.mlp(X, (3, 3, 1), prior="gaussian")
+        nn.gaussian_likelihood(net, TARGETS)
+        pm.Potential("quartic", -pt.sum(net.weights[0] ** 4))
+    line, layout, graph = evaluator(model)
+    assert general_variables(line, layout) == {"net_w0"}
+    x = graph.start + RNG.normal(0.0, 0.3, layout.size)
+    for i in range(layout.size):
+        assert_line_is_the_log_density(line, x, i, x[i] + np.linspace(-1.0, 1.0, 3), rtol=1e-12)

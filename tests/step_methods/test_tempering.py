@@ -302,7 +302,7 @@ def test_stats_of_a_compound_explorer_and_of_sfp():
         pm.Normal("y", a + model["b"], 1.0, observed=[0.3, 0.1])
 
     def slice_then_metropolis(vars, model, **kwargs):
-        return pm.CompoundStep(
+        return pm.step_methods.CompoundStep(
             [pm.Slice([model["a"]], model=model), pm.Metropolis([model["b"]], model=model)]
         )
 
