@@ -12,7 +12,9 @@ functions compiled from it are
   shared ``β``, for any step method to be built on (parallel tempering's explorers);
 * :func:`compile_batched_logp`: the log-density at each row of a matrix of points (ELBOs);
 * :class:`LineEvaluator`: the log-density at a point and along one coordinate (SFP), and the
-  Numba machine code of both (:class:`JittedLine`) for the compiled sweep;
+  Numba machine code of both (:class:`JittedLine`) for the compiled sweep. For a model with a
+  ``pymc_sfp.nn`` network the line along a weight updates only the unit the weight feeds
+  (``pymc_sfp._network_line``), checked against the full log-density when the step is built;
 * :class:`ParticleEvaluator`: a model's Gaussian observation of streamed data for a whole
   particle cloud in one call, its Jacobian, and its prior (sequential Monte Carlo, the EKF).
 

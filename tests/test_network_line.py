@@ -145,3 +145,22 @@ def test_weights_another_term_reads_take_the_general_line():
     x = graph.start + RNG.normal(0.0, 0.3, layout.size)
     for i in range(layout.size):
         assert_line_is_the_log_density(line, x, i, x[i] + np.linspace(-1.0, 1.0, 3), rtol=1e-12)
+
+
+def test_a_hard_constraint_on_the_outputs_is_minus_infinity_on_the_structured_line():
+    """A potential that forbids large outputs is a likelihood term of the logits: the structured
+    line serves every weight and gives -inf exactly where the log-density does."""
+    with pm.Model() as model:
+        net = nn.mlp(X, (3, 3, 1), prior="uniform")
+        nn.gaussian_likelihood(net, TARGETS, sigma=1.0)
+        pm.Potential("cap", pt.switch(pt.any(net.logits > 0.5), -np.inf, 0.0))
+    line, layout, _ = evaluator(model)
+    assert line.structure_note == "network 'net'" and line.structured.all()
+    x = np.zeros(layout.size)  # every output is 0: inside the constraint
+    forbidden = 0
+    for i in range(layout.size):
+        values = np.linspace(layout.lower[i] + 0.01, layout.upper[i] - 0.01, 9)
+        along = line.along(x, i, values)[0]
+        forbidden += np.isneginf(along).sum()
+        assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
+    assert forbidden > 0  # the constraint is hit, so the comparison covers -inf
