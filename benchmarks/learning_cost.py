@@ -92,8 +92,8 @@ same L) enter the fit; the glass and Santa Fe rows have other data and are shown
 {table}
 
 {slope_text}. Each coordinate's grid is evaluated by the network's structure (docs: "Networks:
-one unit per coordinate"): one forward pass at the current point, then one unit's column per
-grid value, and the weight's own prior term. The forward pass at the current point is still
-made at every call (and by the correction's evaluation), and it grows with the number of
-weights, so the cost per sweep still grows faster than linearly in the weights.""",
+one unit per coordinate"): one unit's column per grid value from the network at the current
+point, which the compiled sweep keeps in a cache (computed once per sweep, advanced by one unit
+after each accepted move), and the weight's own prior term. What still grows with the network
+in each call are the terms over all coordinates (the prior and its derivatives).""",
     )

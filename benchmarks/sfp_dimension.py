@@ -67,7 +67,7 @@ def benchmark(s: Settings) -> Section:
         slice_times, _, _ = time_sweeps(slice_step, q, **timing)
         x = q_end.data
         jitted = step.evaluator.jitted()
-        along_extra = jitted.extras()[1]
+        along_extra = jitted.extras(x)[1]
         floor = time_call(lambda: _grid_lines(jitted.along, along_extra, x, grid), 0.05)  # noqa: B023
         evals = int(np.median([st["n_logp_evals"] for st in sweep_stats]))
         median, ref_median = float(np.median(times)), float(np.median(ref_times))

@@ -7,7 +7,8 @@ costs ``O(G · n · W²)`` for ``W`` weights and ``n`` data points (the slope 2 
 paper's Fig. 10). A weight into unit ``j`` of layer ``l`` changes only that unit's summed input,
 by ``δ · u`` for a fixed input column ``u``, so along the line:
 
-* the network runs once, at the current point (``O(n · W)``);
+* the network at the current point is read from a cache (:attr:`NetworkLine.cache`: each
+  layer's summed input and output);
 * for each of the ``G`` values, column ``j`` of layer ``l`` is updated (``O(n)``), passed through
   ``tanh``, and its change is carried into the next layer along row ``j`` of that layer's weights
   (``O(n · units)``); for the last hidden layer that gives the logits (``O(n · outputs)``);
@@ -16,14 +17,17 @@ by ``δ · u`` for a fixed input column ``u``, so along the line:
   it, by its second-order expansion at the current point (exact; ``O(N)`` once for ``N``
   coordinates).
 
-A coordinate therefore costs ``O(n · W + N + G · n · outputs)`` instead of ``O(G · n · W)``.
+The cache is computed once per sweep (``O(n · W)``) and, after an accepted move, advanced by
+the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`). For a network with
+one hidden layer a coordinate therefore costs ``O(N + G · n · outputs)`` instead of
+``O(G · n · W)``, and a sweep is linear in the number of weights but for the ``O(N)`` terms.
 Coordinates that do not reach the logits (a noise sd, a centred group scale) are evaluated at the
 ``G`` moved points with the logits held fixed; coordinates that move many weights at once (a
 group's scale in the non-centred form) or that another term reads take the general evaluation.
 Each kind of coordinate is a branch of one graph that gets the values only for its own kind. This
-module builds the graph; :mod:`pymc_sfp.compile` compiles it and checks it against the model's
-log-density before using it. It returns ``None`` (the general evaluation) for anything it does
-not recognise.
+module builds the graphs; :mod:`pymc_sfp.compile` compiles them, checks them against the model's
+log-density before using them, and keeps the cache in the compiled sweep. It returns ``None``
+(the general evaluation) for anything it does not recognise.
 """
 
 from __future__ import annotations
@@ -44,12 +48,12 @@ from pymc_sfp.nn.network import Network, networks_of
 if TYPE_CHECKING:
     from pymc_sfp.compile import CoordinateLayout
 
-__all__ = ["NetworkLine", "network_line", "rows_along"]
+__all__ = ["GENERAL", "OUTSIDE", "CacheUpdate", "NetworkLine", "network_line", "rows_along"]
 
 #: ``layer`` of a coordinate that does not reach the network's logits.
-_OUTSIDE = -1
+OUTSIDE = -1
 #: ``layer`` of a coordinate that moves several weights at once (the general evaluation).
-_GENERAL = -2
+GENERAL = -2
 
 
 @dataclass(frozen=True)
@@ -60,16 +64,62 @@ class NetworkLine:
     ----------
     along : TensorVariable
         The log-density of the sampling coordinates at the ``G`` rows ``x`` with
-        ``x[index] = values``, shape ``(G,)``.
+        ``x[index] = values``, shape ``(G,)``, given the network at ``x`` as :attr:`cache`.
     structured : ndarray of bool, shape (N,)
-        The coordinates for which :attr:`along` is valid; the others need the general line.
+        The coordinates whose line :attr:`along` evaluates by the structure; the others take
+        the general evaluation in it, and a move of one of them changes many units at once.
     network : str
         The network's name.
+    cache : tuple of TensorVariable
+        Float64 inputs of :attr:`along` and :attr:`advance`: the network at ``x``, each layer's
+        summed input (``(n, units)``, the last one the logits), then each hidden layer's output.
+    forward : tuple of TensorVariable
+        The cache at ``x`` (``O(n · W)``).
+    advance : tuple of TensorVariable
+        What changes in the cache when ``x[index]`` moves to ``values[0]``, computed from the
+        cache at ``x`` with :attr:`along` (further outputs of the same function), for a
+        coordinate with a layer; :attr:`update` writes it.
+    update : CacheUpdate
     """
 
     along: pt.TensorVariable
     structured: np.ndarray
     network: str
+    cache: tuple[pt.TensorVariable, ...]
+    forward: tuple[pt.TensorVariable, ...]
+    advance: tuple[pt.TensorVariable, ...]
+    update: CacheUpdate
+
+
+@dataclass(frozen=True)
+class CacheUpdate:
+    """How the outputs of :attr:`NetworkLine.advance` update the cache in place.
+
+    Attributes
+    ----------
+    layer : ndarray of int64, shape (N,)
+        Per coordinate, the layer of the weight or bias it moves; ``-1`` if it does not reach
+        the logits (the cache stays), ``-2`` if it moves many weights (the cache afresh).
+    column : ndarray of int64, shape (N,)
+        The unit the coordinate feeds.
+    writes : dict
+        Per layer, the writes ``(output, cache array, whole)``; ``whole=False`` writes the
+        coordinate's column.
+    """
+
+    layer: np.ndarray
+    column: np.ndarray
+    writes: dict[int, tuple[tuple[int, int, bool], ...]]
+
+    def apply(self, cache: list[np.ndarray], new: list[np.ndarray], index: int) -> None:
+        """Write ``new``, the outputs of :attr:`NetworkLine.advance` (each of one row) for a
+        move of coordinate ``index`` (one with a layer), into ``cache``."""
+        j = self.column[index]
+        for output, target, whole in self.writes[int(self.layer[index])]:
+            if whole:
+                cache[target][...] = new[output][0]
+            else:
+                cache[target][:, j] = new[output][0]
 
 
 def network_line(
@@ -117,6 +167,14 @@ def network_line(
         )
         prior_x, likelihood_x = graphs[0] - log_jacobian, graphs[1]
         weights_x, biases_x = graphs[2 : 2 + n_layers], graphs[2 + n_layers :]
+        inputs_x, summed_x = _forward(network, weights_x, biases_x)
+        forward = (*summed_x, *inputs_x[1:n_layers])
+        cache = tuple(
+            pt.matrix(f"{network.name}_{'summed' if k < n_layers else 'hidden'}{k}", dtype=float)
+            for k in range(len(forward))
+        )
+        cached = [c.astype(summed_x[0].dtype) for c in cache]
+        summed, inputs = cached[:n_layers], [network.X, *cached[n_layers:]]
         kind = layers[0]
         parts = []
 
@@ -129,18 +187,23 @@ def network_line(
             step = served(kind >= 0) - x[index]
             slope = pt.grad(prior_x, x)[index]
             curvature = pt.grad(slope, x)[index]
-            logits = _logits_along(network, weights_x, biases_x, layers, x, step, index)
+            logits, moves = _logits_along(
+                weights_x, biases_x, layers, x, step, index, inputs, summed
+            )
             likelihood_rows = vectorize_graph(likelihood_x, {placeholder: logits})
             parts.append(prior_x + slope * step + 0.5 * curvature * step**2 + likelihood_rows)
-        if np.any(kind == _OUTSIDE):  # the logits stay as they are
-            rows = rows_along(x, index, served(kind == _OUTSIDE))
-            current = _forward(network, weights_x, biases_x)[1][-1]
-            logits = pt.repeat(current[None], rows.shape[0], axis=0)
+        if np.any(kind == OUTSIDE):  # the logits stay as they are
+            rows = rows_along(x, index, served(kind == OUTSIDE))
+            logits = pt.repeat(summed[-1][None], rows.shape[0], axis=0)
             parts.append(vectorize_graph(prior_x + likelihood_x, {x: rows, placeholder: logits}))
-        if np.any(kind == _GENERAL):
-            parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == _GENERAL))}))
+        if np.any(kind == GENERAL):
+            parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == GENERAL))}))
         along = parts[0] if len(parts) == 1 else pt.concatenate(parts)
-        return NetworkLine(along, kind != _GENERAL, network.name)
+        advance, plan = _advance(moves, n_layers)
+        update = CacheUpdate(kind, layers[3], plan)
+        return NetworkLine(
+            along, kind != GENERAL, network.name, cache, forward, tuple(advance), update
+        )
     return None
 
 
@@ -187,13 +250,13 @@ def _coordinate_layers(
     value_vars: list,
     likelihood: pt.TensorVariable,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per coordinate: the layer whose weight or bias it moves (or ``_OUTSIDE``/``_GENERAL``),
+    """Per coordinate: the layer whose weight or bias it moves (or ``OUTSIDE``/``GENERAL``),
     whether it is a bias, and the weight's row ``k`` and column ``j`` (the unit it feeds).
 
     A weight's coordinate gets its layer only if :func:`_own_quadratic_term` holds for it;
-    otherwise it is ``_GENERAL``. ``None`` when no coordinate gets a layer.
+    otherwise it is ``GENERAL``. ``None`` when no coordinate gets a layer.
     """
-    layer = np.full(layout.size, _OUTSIDE, dtype=np.int64)
+    layer = np.full(layout.size, OUTSIDE, dtype=np.int64)
     is_bias = np.zeros(layout.size, dtype=bool)
     row = np.zeros(layout.size, dtype=np.int64)
     column = np.zeros(layout.size, dtype=np.int64)
@@ -205,7 +268,7 @@ def _coordinate_layers(
     ):
         where[name] = (slc, shape)
         if value in reach:
-            layer[slc] = _GENERAL
+            layer[slc] = GENERAL
     read_by_likelihood = set(ancestors([likelihood]))
     found = False
     for lay, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
@@ -274,45 +337,109 @@ def _forward(network: Network, weights: list, biases: list) -> tuple[list, list]
     return inputs, summed
 
 
-def _logits_along(
-    network: Network,
+def _coordinate_units(
+    layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], index: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """The layer, bias flag, row and column of coordinate ``index`` (graphs)."""
+    layer_of, is_bias_of, row_of, column_of = (pt.constant(a) for a in layers)
+    return layer_of[index], is_bias_of[index], row_of[index], column_of[index]
+
+
+def _moved_unit(
+    lay: int,
     weights: list,
     biases: list,
     layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     x: pt.TensorVariable,
     step: pt.TensorVariable,
     index: pt.TensorVariable,
-) -> pt.TensorVariable:
-    """The network's logits with ``x[index]`` moved by each of ``step``, ``(G, n, outputs)``,
-    by updating the one unit that the coordinate feeds (where ``layers`` gives it a layer).
+    inputs: list,
+    summed: list,
+) -> tuple[pt.TensorVariable, list]:
+    """Unit ``j`` of layer ``lay`` when coordinate ``index`` (a weight or bias of that layer)
+    moves by each of ``step``: its column ``j`` and its summed input, ``(G, n)``, and the summed
+    inputs of every later layer, ``(G, n, units)``.
 
     A weight is linear in its coordinate (the weight itself, or ``scale · z``), so it moves by
-    ``step`` times its derivative in the coordinate."""
-    layer_of, is_bias_of, row_of, column_of = (pt.constant(a) for a in layers)
-    layer, bias = layer_of[index], is_bias_of[index]
-    n_layers = len(weights)
-    inputs, summed = _forward(network, weights, biases)
-    along = pt.repeat(summed[-1][None], step.shape[0], axis=0)
+    ``step`` times its derivative in the coordinate; the change of unit ``j``'s output is carried
+    into the next layer along row ``j`` of that layer's weights, and deeper layers are
+    recomputed."""
+    _, bias, row, column = _coordinate_units(layers, index)
+    W, b = weights[lay], biases[lay]
+    units_in, units_out = W.shape
+    k = pt.minimum(row, units_in - 1)
+    j = pt.minimum(column, units_out - 1)
 
     def derivative(param: pt.TensorVariable, *element: pt.TensorVariable) -> pt.TensorVariable:
         return pt.grad(param[element], x, disconnected_inputs="ignore")[index]
 
-    for lay, (W, b) in enumerate(zip(weights, biases, strict=True)):
+    moved = pt.switch(bias, derivative(b, j), derivative(W, k, j)) * step
+    feed = pt.switch(bias, pt.ones_like(inputs[lay][:, 0]), inputs[lay][:, k])
+    unit = summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]
+    later = []
+    if lay < len(weights) - 1:
+        change = pt.tanh(unit) - inputs[lay + 1][:, j][None, :]
+        carried = change[:, :, None] * weights[lay + 1][j][None, None, :]
+        later.append(summed[lay + 1][None] + carried)
+        for deeper in range(lay + 1, len(weights) - 1):
+            later.append(pt.matmul(pt.tanh(later[-1]), weights[deeper + 1]) + biases[deeper + 1])
+    return j, unit, later
+
+
+def _logits_along(
+    weights: list,
+    biases: list,
+    layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    x: pt.TensorVariable,
+    step: pt.TensorVariable,
+    index: pt.TensorVariable,
+    inputs: list,
+    summed: list,
+) -> tuple[pt.TensorVariable, dict[int, tuple[pt.TensorVariable, list]]]:
+    """The network's logits with ``x[index]`` moved by each of ``step``, ``(G, n, outputs)``,
+    from the network at ``x`` (``inputs``, ``summed``), by updating the one unit that the
+    coordinate feeds (where ``layers`` gives it a layer; the logits at ``x`` elsewhere); and,
+    per layer, the moved unit and later layers of :func:`_moved_unit`."""
+    layer = _coordinate_units(layers, index)[0]
+    along = pt.repeat(summed[-1][None], step.shape[0], axis=0)
+    moves = {}
+    for lay in range(len(weights)):
         if not np.any(layers[0] == lay):
             continue
-        units_in, units_out = W.shape
-        k = pt.minimum(row_of[index], units_in - 1)
-        j = pt.minimum(column_of[index], units_out - 1)
-        moved = pt.switch(bias, derivative(b, j), derivative(W, k, j)) * step
-        feed = pt.switch(bias, pt.ones_like(inputs[lay][:, 0]), inputs[lay][:, k])
-        unit = summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]  # (G, n)
-        if lay == n_layers - 1:
-            candidate = pt.set_subtensor(along[:, :, j], unit)
-        else:
-            change = pt.tanh(unit) - inputs[lay + 1][:, j][None, :]
-            nxt = summed[lay + 1][None] + change[:, :, None] * weights[lay + 1][j][None, None, :]
-            for deeper in range(lay + 1, n_layers - 1):
-                nxt = pt.matmul(pt.tanh(nxt), weights[deeper + 1]) + biases[deeper + 1]
-            candidate = nxt
+        j, unit, later = _moved_unit(lay, weights, biases, layers, x, step, index, inputs, summed)
+        moves[lay] = (unit, later)
+        candidate = later[-1] if later else pt.set_subtensor(along[:, :, j], unit)
         along = pt.switch(pt.eq(layer, lay), candidate, along)
-    return along
+    return along, moves
+
+
+def _advance(
+    moves: dict[int, tuple[pt.TensorVariable, list]], n_layers: int
+) -> tuple[list, dict[int, tuple[tuple[int, int, bool], ...]]]:
+    """What changes in the cache (:attr:`NetworkLine.cache`) when a weight or bias of some layer
+    moves to the first of the line's values: the outputs, and per layer where they go.
+
+    For a coordinate of layer ``l`` feeding unit ``j``: column ``j`` of layer ``l``'s summed
+    input and of its output, and every later layer whole, each taken from the line's first row
+    (``moves`` of :func:`_logits_along`), so that they cost next to nothing besides the line.
+    A write is ``(output, cache array, whole)``, of the output's first row; ``whole=False``
+    writes column ``j``. Only the coordinate's own layer is written, so that a move costs
+    ``O(n · outputs)`` for a network with one hidden layer."""
+    outputs: list = []
+    plan = {}
+    for lay, (unit, later) in moves.items():
+        writes = []
+
+        def put(value: pt.TensorVariable, target: int, whole: bool) -> None:
+            writes.append((len(outputs), target, whole))  # noqa: B023
+            outputs.append(value)
+
+        put(unit[:1], lay, False)
+        if lay < n_layers - 1:
+            put(pt.tanh(unit[:1]), n_layers + lay, False)
+        for deeper, moved in enumerate(later, start=lay + 1):
+            put(moved[:1], deeper, True)
+            if deeper < n_layers - 1:
+                put(pt.tanh(moved[:1]), n_layers + deeper, True)
+        plan[lay] = tuple(writes)
+    return outputs, plan

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -58,7 +59,14 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_sfp._network_line import NetworkLine, network_line, rows_along
+from pymc_sfp._network_line import (
+    GENERAL,
+    OUTSIDE,
+    CacheUpdate,
+    NetworkLine,
+    network_line,
+    rows_along,
+)
 from pymc_sfp.core.sfp import open_interval
 from pymc_sfp.nn.network import networks_of
 
@@ -505,23 +513,34 @@ class JittedLine:
     are the functions PyTensor's Numba backend generated for :meth:`LineEvaluator.logp` and
     :meth:`LineEvaluator.along` (the same code, so the same numbers); the extras are the values of
     the model's shared variables (``pm.Data``, the free variables of other steps), read at each
-    call of :meth:`extras` because PyMC sets them between steps.
+    call of :meth:`extras` because PyMC sets them between steps. For a structured network line
+    both are the cached functions of :func:`_cached_line` and ``cache_at`` computes the cache.
     """
 
     point: Callable
     along: Callable
     point_cells: tuple
     along_cells: tuple
+    cache_at: Callable[[np.ndarray], list] | None = None
 
-    def extras(self) -> tuple[tuple, tuple]:
-        """The current values of ``point``'s and ``along``'s further inputs."""
-        return (
-            tuple(cell[0] for cell in self.point_cells),
-            tuple(cell[0] for cell in self.along_cells),
-        )
+    def extras(self, x: np.ndarray) -> tuple[tuple, tuple]:
+        """The further inputs of ``point`` and ``along`` for a sweep starting at ``x``: the
+        current values of the shared variables, after the network's cache at ``x`` (with ``x``
+        itself, which the cached functions compare their ``x`` with) where there is one.
+
+        The cache is computed afresh for each sweep, because other steps and ``pm.set_data``
+        change the shared variables between sweeps; within the sweep the cached functions
+        update it (:func:`_cached_line`)."""
+        point_extra = tuple(cell[0] for cell in self.point_cells)
+        along_extra = tuple(cell[0] for cell in self.along_cells)
+        if self.cache_at is None:
+            return point_extra, along_extra
+        x = np.array(x, dtype=np.float64, copy=True)
+        cache = tuple(np.array(a, dtype=np.float64, copy=True) for a in self.cache_at(x))
+        return (x, *cache, *point_extra), (x, *cache, *along_extra)
 
 
-def _machine_code(function: Function, n_inputs: int) -> tuple[Callable, tuple]:
+def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tuple[Callable, tuple]:
     """A compiled function's Numba callable and the storage cells of its shared inputs.
 
     Raises
@@ -536,7 +555,7 @@ def _machine_code(function: Function, n_inputs: int) -> tuple[Callable, tuple]:
             "the model was not compiled by PyTensor's Numba backend (compile_kwargs or "
             "PyTensor's mode chose another linker)"
         )
-    if function.maker.fgraph.update_mapping or len(function.maker.fgraph.outputs) != 1:
+    if function.maker.fgraph.update_mapping or len(function.maker.fgraph.outputs) != n_outputs:
         raise NotImplementedError(
             "the log-density updates shared variables (random generators, e.g. pm.Minibatch)"
         )
@@ -565,6 +584,106 @@ def _unwrapped(jit_fn: Callable) -> Callable:
     if takes_star_args and isinstance(inner, Dispatcher):
         return inner
     return jit_fn
+
+
+_CACHED_LINE = """
+def differing(x, cx):
+    count = 0
+    moved = 0
+    for m in range(x.shape[0]):
+        if x[m] != cx[m]:
+            count += 1
+            moved = m
+    return count, moved
+
+def sync(x, cx{C}{A}{F}):
+    count, moved = differing(x, cx)
+    if count == 0:
+        return
+    lay = layer[moved]
+    if count == 1 and lay >= 0:
+        j = column[moved]
+        new = inner(cx, np.array(moved, dtype=np.int64), np.full(1, x[moved]){C}{A})
+{writes}
+    elif count > 1 or lay != OUTSIDE:
+        new = forward(x{F})
+{copy}
+    cx[:] = x
+
+def along(x, index, values, cx{C}{A}{F}):
+    sync(x, cx{C}{A}{F})
+    return (inner(x, index, values{C}{A})[0],)
+
+def point(x, cx{C}{A}{P}):
+    count, moved = differing(x, cx)
+    if count > 1:
+        return full(x{P})
+    logp = inner(cx, np.array(moved, dtype=np.int64), np.full(1, x[moved]){C}{A})[0]
+    return (logp[0:1].reshape(()),)
+"""
+
+
+def _cached_line(
+    inner: tuple[Callable, tuple],
+    forward: tuple[Callable, tuple],
+    full: tuple[Callable, tuple],
+    update: CacheUpdate,
+    n_cache: int,
+) -> tuple[Callable, Callable, tuple, tuple]:
+    """``point`` and ``along`` of :class:`JittedLine` for a structured network line that reads
+    the network at ``x`` from a cache (:class:`~pymc_sfp._network_line.NetworkLine`).
+
+    Each takes, after its own arguments, the ``x`` the cache belongs to, the cache arrays, then
+    the shared inputs of the functions it calls. ``along`` first brings the cache to its ``x``:
+    nothing when ``x`` is the cached one, the cache advanced by one unit when one structured
+    coordinate differs (the sweep accepted a move), the network afresh otherwise. ``point``
+    evaluates a point one coordinate away from the cache (the Metropolis correction's proposal)
+    as the line through the cached point, and any other point in full. The cache arrays are
+    updated in place (as :meth:`~pymc_sfp._network_line.CacheUpdate.apply` does), so the two
+    share them within a sweep.
+
+    ``inner`` is the structured line, whose outputs after the log-density are the advance's;
+    ``forward`` the network at a point; ``full`` the log-density at a point. Each is a
+    compiled function's Numba callable and its shared cells (:func:`_machine_code`); returns
+    the two callables and their cells, in argument order.
+    The wrappers are generated as source because Numba compiles no ``*args`` of mixed types.
+    """
+    (inner_fn, a_cells), (forward_fn, f_cells), (full_fn, p_cells) = inner, forward, full
+
+    def names(prefix: str, count: int) -> str:
+        return "".join(f", {prefix}{k}" for k in range(count))
+
+    cache = names("c", n_cache)
+    source = _CACHED_LINE.format(
+        C=cache,
+        A=names("a", len(a_cells)),
+        F=names("f", len(f_cells)),
+        P=names("p", len(p_cells)),
+        writes="\n".join(
+            f"        {'if' if n == 0 else 'elif'} lay == {lay}:\n"
+            + "\n".join(
+                f"            c{target}[{'...' if whole else ':, j'}] = new[{1 + output}][0]"
+                for output, target, whole in writes
+            )
+            for n, (lay, writes) in enumerate(update.writes.items())
+        ),
+        copy="\n".join(f"        c{k}[...] = new[{k}]" for k in range(n_cache)),
+    )
+    namespace = {
+        "np": np,
+        "inner": inner_fn,
+        "forward": forward_fn,
+        "full": full_fn,
+        "layer": update.layer,
+        "column": update.column,
+        "OUTSIDE": OUTSIDE,
+    }
+    exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
+    jit = numba.njit(nogil=True)
+    for name in ("differing", "sync"):
+        namespace[name] = jit(namespace[name])
+    along, point = jit(namespace["along"]), jit(namespace["point"])
+    return point, along, (*a_cells, *p_cells), (*a_cells, *f_cells)
 
 
 #: Most coordinates at which a network's structured line is checked when a step is built.
@@ -641,6 +760,10 @@ class LineEvaluator:
         self.structured: np.ndarray | None = None
         #: The network whose structure :attr:`structured` uses, or why none is used.
         self.structure_note = "the model has no network of pymc_sfp.nn.mlp"
+        # The structured line's network at a point and after a one-coordinate move, and the
+        # coordinates whose move needs the network afresh (``None``: no structured line).
+        self._network: tuple[Function, CacheUpdate] | None = None
+        self._jitted_line: JittedLine | None = None
         if not batched:
             return
         index = pt.scalar("index", dtype="int64")
@@ -650,9 +773,14 @@ class LineEvaluator:
                 graph.model, join, layout, graph.value_vars, logp_x, x, index, values
             )
             if line is not None:
-                self._along = _compile([x, index, values], [line.along], compile_kwargs)
+                inputs = [x, index, values, *line.cache]
+                # A layer none of the step's coordinates feed is read from no cache array.
+                kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
+                self._along = _compile(inputs, [line.along, *line.advance], kwargs)
+                self._network = (_compile([x], list(line.forward), kwargs), line.update)
                 if self._structure_agrees(line, layout, x0, np.finfo(logp_x.dtype).eps):
                     return
+                self._network = None
             elif networks_of(graph.model):
                 self.structure_note = "no network's single weights are coordinates of this step"
         batched_outputs = vectorize_graph(point_outputs, replace={x: rows_along(x, index, values)})
@@ -668,16 +796,27 @@ class LineEvaluator:
         a moved point of each coordinate it serves (one call each, which also warms it up; at
         most ``_STRUCTURE_CHECKS`` coordinates spread over them, the first and last included), and
         keep it if it agrees to ``√eps / 10`` relative (``eps`` of the model's float type: both
-        sum the same terms in another order); log why not otherwise."""
+        sum the same terms in another order); log why not otherwise. The network advanced by the
+        move is checked against the network computed at the moved point the same way."""
+        forward, _ = self._network
+        tolerance = 0.1 * np.sqrt(eps)
+        cache = [np.array(a, copy=True) for a in forward(x0)]
         for i in _spread(np.flatnonzero(line.structured), _STRUCTURE_CHECKS):
             moved = x0.copy()
             moved[i] = 0.5 * (x0[i] + layout.upper[i]) if layout.interval[i] else x0[i] + 0.25
-            structured = self._along(x0, np.asarray(i, dtype=np.int64), moved[i : i + 1])[0][0]
+            index = np.asarray(i, dtype=np.int64)
+            structured = self._along(x0, index, moved[i : i + 1], *cache)[0][0]
             exact = self._point(moved)[0]
-            if not np.isclose(structured, exact, rtol=0.1 * np.sqrt(eps), atol=0.0):
+            advanced = self.advanced_network(x0, int(i), moved[i])
+            network_agrees = all(
+                np.allclose(a, b, rtol=tolerance, atol=tolerance * np.abs(b).max(initial=1.0))
+                for a, b in zip(advanced, forward(moved), strict=True)
+            )
+            if not (np.isclose(structured, exact, rtol=tolerance, atol=0.0) and network_agrees):
+                what = "log-density" if network_agrees else "network's units"
                 self.structure_note = (
                     f"the structured line of network {line.network!r} disagrees with the "
-                    f"log-density at {layout.describe(int(i))} ({structured} != {exact})"
+                    f"{what} at {layout.describe(int(i))} ({structured} != {exact})"
                 )
                 _log.warning("SFP evaluates lines in full: %s", self.structure_note)
                 return False
@@ -702,8 +841,41 @@ class LineEvaluator:
         if self.gradient:
             raise NotImplementedError("the gradient is compiled (solver='collocation')")
         point, point_cells = _machine_code(self._point, 1)
-        along, along_cells = _machine_code(self._along, 3)
-        return JittedLine(point, along, point_cells, along_cells)
+        if self._network is None:
+            along, along_cells = _machine_code(self._along, 3)
+            return JittedLine(point, along, point_cells, along_cells)
+        if self._jitted_line is None:
+            # Kept: the sweep kernel is compiled for these very wrappers.
+            forward, update = self._network
+            n_cache = len(forward.maker.fgraph.outputs)
+            point, along, point_cells, along_cells = _cached_line(
+                _machine_code(self._along, 3 + n_cache, len(self._along.maker.fgraph.outputs)),
+                _machine_code(forward, 1, n_cache),
+                (point, point_cells),
+                update,
+                n_cache,
+            )
+            self._jitted_line = JittedLine(point, along, point_cells, along_cells, forward)
+        return self._jitted_line
+
+    def __getstate__(self) -> dict:
+        # Generated Numba wrappers do not pickle; a spawned process makes its own.
+        return self.__dict__ | {"_jitted_line": None}
+
+    def advanced_network(self, x: np.ndarray, index: int, value: float) -> list[np.ndarray]:
+        """The network's cache at ``x`` after the move ``x[index] = value``, as the compiled
+        sweep brings it there (:class:`~pymc_sfp._network_line.CacheUpdate`): to check against
+        the network computed at the moved point. Needs a structured line."""
+        forward, update = self._network
+        cache = [np.array(a, copy=True) for a in forward(x)]
+        if update.layer[index] == GENERAL:
+            moved = x.copy()
+            moved[index] = value
+            return [np.array(a, copy=True) for a in forward(moved)]
+        if update.layer[index] >= 0:
+            new = self._along(x, np.asarray(index, dtype=np.int64), np.array([value]), *cache)
+            update.apply(cache, new[1:], index)
+        return cache
 
     def logp(self, x: np.ndarray) -> float:
         """Log-density at one point of sampling coordinates."""
@@ -721,7 +893,8 @@ class LineEvaluator:
             ``None`` unless ``gradient=True``.
         """
         if self.batched:
-            out = self._along(x, np.asarray(index, dtype=np.int64), values)
+            cache = [] if self._network is None else self._network[0](x)
+            out = self._along(x, np.asarray(index, dtype=np.int64), values, *cache)
             return np.asarray(out[0]), (np.asarray(out[1]) if self.gradient else None)
         point = np.array(x, dtype=float, copy=True)
         logp = np.empty(len(values))

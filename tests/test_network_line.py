@@ -39,6 +39,16 @@ def assert_line_is_the_log_density(line, x, i, values, rtol):
     np.testing.assert_allclose(line.along(x, i, values)[0], expected, rtol=rtol, err_msg=str(i))
 
 
+def assert_advanced_network_is_the_network(line, x, i, value):
+    """The network's cache advanced by moving coordinate ``i`` to ``value``, as the compiled
+    sweep does after an accepted move, is the network computed at the moved point."""
+    moved = x.copy()
+    moved[i] = value
+    advanced, fresh = line.advanced_network(x, i, value), line._network[0](moved)
+    for k, (new, expected) in enumerate(zip(advanced, fresh, strict=True)):
+        np.testing.assert_allclose(new, expected, rtol=1e-12, atol=1e-12, err_msg=f"{i}, cache {k}")
+
+
 def general_variables(line, layout):
     """The variables whose coordinates take the general line."""
     return {layout.describe(i).split("[")[0] for i in np.flatnonzero(~line.structured)}
@@ -78,6 +88,8 @@ def test_structured_line_is_the_log_density_along_every_coordinate(prior, output
         else:
             values = x[i] + np.linspace(-1.0, 1.0, 5)
         assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
+        if line.structured[i]:
+            assert_advanced_network_is_the_network(line, x, i, values[1])
 
 
 def test_a_step_over_some_variables_serves_its_own_coordinates():
@@ -89,6 +101,7 @@ def test_a_step_over_some_variables_serves_its_own_coordinates():
     x = graph.start + 0.1
     for i in range(len(x)):
         assert_line_is_the_log_density(line, x, i, np.array([-0.5, 0.5]), rtol=1e-12)
+        assert_advanced_network_is_the_network(line, x, i, 0.5)
 
 
 def test_models_without_a_usable_network_use_the_general_line():
@@ -164,3 +177,33 @@ def test_a_hard_constraint_on_the_outputs_is_minus_infinity_on_the_structured_li
         forbidden += np.isneginf(along).sum()
         assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
     assert forbidden > 0  # the constraint is hit, so the comparison covers -inf
+
+
+def test_cached_functions_follow_the_point_they_are_called_at():
+    """The compiled sweep's cached ``point`` and ``along`` (``compile._cached_line``) after each
+    kind of change of the point: none, one weight (the cache advances by one unit), the noise
+    sd (it stays), a group scale (the network afresh), two weights at once (afresh). ``point``
+    is called before ``along`` each time, one coordinate away from the cache or more."""
+    model = network_model("group", "linear", (3, 2))
+    line, layout, graph = evaluator(model)
+    jitted = line.jitted()
+    x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
+    point_extra, along_extra = jitted.extras(x)
+    name = [layout.describe(i).split("[")[0] for i in range(layout.size)]
+    weights = [i for i in range(layout.size) if name[i] in ("net_w0_z", "net_w1_z")]
+    moves = [
+        [],
+        [weights[0]],
+        [weights[-1]],
+        [name.index("net_y_sigma")],
+        [name.index("net_sd_w0")],
+        weights[1:3],
+    ]
+    for moved in moves:
+        x = x.copy()
+        x[moved] += 0.4
+        np.testing.assert_allclose(jitted.point(x, *point_extra)[0], line.logp(x), rtol=1e-12)
+        for i in range(0, layout.size, 3):
+            values = x[i] + np.linspace(-0.5, 0.5, 3)
+            got = jitted.along(x, np.asarray(i, dtype=np.int64), values, *along_extra)[0]
+            np.testing.assert_allclose(got, line.along(x, i, values)[0], rtol=1e-12, err_msg=str(i))

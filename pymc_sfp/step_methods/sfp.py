@@ -417,7 +417,7 @@ class SFPStep(ArrayStepShared):
             return "solver='collocation' (only the quadrature solver is compiled)"
         try:
             jitted = self.evaluator.jitted()
-            point_extra, along_extra = jitted.extras()
+            point_extra, along_extra = jitted.extras(x0)
             n = self.layout.size
             compiled_sweep(
                 SweepState(x0, 0.0),
@@ -506,7 +506,7 @@ class SFPStep(ArrayStepShared):
         track = self._auto if self.tune else None
         if self.kernel == "numba":
             jitted = self.evaluator.jitted()
-            point_extra, along_extra = jitted.extras()
+            point_extra, along_extra = jitted.extras(state.position)
             state, info = compiled_sweep(
                 state,
                 self.box_lower,

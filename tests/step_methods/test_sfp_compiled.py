@@ -94,8 +94,9 @@ def test_falls_back_with_its_reason():
 
 def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
     """A network with a hierarchical prior: its weights take the structured line and its group
-    scales the general one (``pymc_sfp._network_line``), through one jitted dispatcher; the
-    compiled sweep still makes the NumPy sweep's draws."""
+    scales the general one (``pymc_sfp._network_line``). The compiled sweep reads the network
+    from a cache it advances after each accepted move (and evaluates the correction's proposal
+    through it), the NumPy sweep computes the network afresh at every call: the same draws."""
     rng = np.random.default_rng(1)
     with pm.Model() as model:
         net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
