@@ -568,34 +568,80 @@ def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tupl
 
 
 def _unwrapped(jit_fn: Callable) -> Callable:
-    """The function PyTensor's disk-cache wrapper ``def f(*args): return jitable_func(*args)``
-    calls, or ``jit_fn`` itself.
+    """The Numba function for jitted code to call: the function PyTensor's disk-cache wrapper
+    ``def f(*args): return jitable_func(*args)`` calls, if it already holds machine code, or
+    ``jit_fn`` itself.
 
     Numba types the ``*args`` of a call from Python and of a call from jitted code differently
-    (a tuple and a star-argument tuple), so a jitted caller of the wrapper compiles the whole
-    model a second time (about ten seconds for a small model). The function inside has plain
-    positional arguments and already holds the machine code the first call from Python made.
+    (a tuple and a star-argument tuple), so a jitted caller of the wrapper compiles the model
+    for the second kind; but the wrapper is cached on disk by PyTensor, and that compilation
+    with it, so a later process loads it. The function inside is not cached: it holds machine
+    code only when this process compiled the wrapper (the wrapper was not in the disk cache),
+    and a jitted caller compiles it afresh in every process otherwise.
     """
     python_function = getattr(jit_fn, "py_func", None)
     inner = getattr(python_function, "__globals__", {}).get("jitable_func")
     takes_star_args = (
         python_function is not None and python_function.__code__.co_flags & inspect.CO_VARARGS
     )
-    if takes_star_args and isinstance(inner, Dispatcher):
+    if takes_star_args and isinstance(inner, Dispatcher) and inner.signatures:
         return inner
     return jit_fn
 
 
-_CACHED_LINE = """
-def differing(x, cx):
-    count = 0
-    moved = 0
+# The pieces of the cached line that do not depend on the model, compiled once and cached on
+# disk: the generated wrappers only call them (Numba's own array assignment and reshaping
+# compile for seconds in every process).
+_jit_cached = numba.njit(cache=True, nogil=True)
+
+
+@_jit_cached
+def _differing(x: np.ndarray, cached: np.ndarray) -> tuple[int, int]:
+    """How many coordinates of ``x`` differ from ``cached``, and the last of them."""
+    count = moved = 0
     for m in range(x.shape[0]):
-        if x[m] != cx[m]:
+        if x[m] != cached[m]:
             count += 1
             moved = m
     return count, moved
 
+
+@_jit_cached
+def _moved_to(x: np.ndarray, moved: int) -> tuple[np.ndarray, np.ndarray]:
+    """The arguments ``index`` and ``values`` of a line through ``x[moved]`` alone."""
+    value = np.empty(1)
+    value[0] = x[moved]
+    return np.array(moved, dtype=np.int64), value
+
+
+@_jit_cached
+def _write_column(target: np.ndarray, column: int, rows: np.ndarray) -> None:
+    """``target[:, column] = rows[0]`` for ``rows`` of shape ``(1, n)``."""
+    for r in range(target.shape[0]):
+        target[r, column] = rows[0, r]
+
+
+@_jit_cached
+def _write_whole(target: np.ndarray, source: np.ndarray) -> None:
+    """``target[...] = source``, both ``(n, units)``, or ``source`` of shape ``(1, n, units)``."""
+    flat = source.reshape(target.shape)
+    for r in range(target.shape[0]):
+        for c in range(target.shape[1]):
+            target[r, c] = flat[r, c]
+
+
+@_jit_cached
+def _copy_point(target: np.ndarray, source: np.ndarray) -> None:
+    for m in range(target.shape[0]):
+        target[m] = source[m]
+
+
+@_jit_cached
+def _first_as_scalar_array(values: np.ndarray) -> np.ndarray:
+    return values[0:1].reshape(())
+
+
+_CACHED_LINE = """
 def sync(x, cx{C}{A}{F}):
     count, moved = differing(x, cx)
     if count == 0:
@@ -603,12 +649,13 @@ def sync(x, cx{C}{A}{F}):
     lay = layer[moved]
     if count == 1 and lay >= 0:
         j = column[moved]
-        new = inner(cx, np.array(moved, dtype=np.int64), np.full(1, x[moved]){C}{A})
+        index, value = moved_to(x, moved)
+        new = inner(cx, index, value{C}{A})
 {writes}
     elif count > 1 or lay != OUTSIDE:
         new = forward(x{F})
 {copy}
-    cx[:] = x
+    copy_point(cx, x)
 
 def along(x, index, values, cx{C}{A}{F}):
     sync(x, cx{C}{A}{F})
@@ -618,8 +665,8 @@ def point(x, cx{C}{A}{P}):
     count, moved = differing(x, cx)
     if count > 1:
         return full(x{P})
-    logp = inner(cx, np.array(moved, dtype=np.int64), np.full(1, x[moved]){C}{A})[0]
-    return (logp[0:1].reshape(()),)
+    index, value = moved_to(x, moved)
+    return (first_as_scalar_array(inner(cx, index, value{C}{A})[0]),)
 """
 
 
@@ -662,12 +709,14 @@ def _cached_line(
         writes="\n".join(
             f"        {'if' if n == 0 else 'elif'} lay == {lay}:\n"
             + "\n".join(
-                f"            c{target}[{'...' if whole else ':, j'}] = new[{1 + output}][0]"
+                f"            write_whole(c{target}, new[{1 + output}])"
+                if whole
+                else f"            write_column(c{target}, j, new[{1 + output}])"
                 for output, target, whole in writes
             )
             for n, (lay, writes) in enumerate(update.writes.items())
         ),
-        copy="\n".join(f"        c{k}[...] = new[{k}]" for k in range(n_cache)),
+        copy="\n".join(f"        write_whole(c{k}, new[{k}])" for k in range(n_cache)),
     )
     namespace = {
         "np": np,
@@ -677,11 +726,16 @@ def _cached_line(
         "layer": update.layer,
         "column": update.column,
         "OUTSIDE": OUTSIDE,
+        "differing": _differing,
+        "moved_to": _moved_to,
+        "write_column": _write_column,
+        "write_whole": _write_whole,
+        "copy_point": _copy_point,
+        "first_as_scalar_array": _first_as_scalar_array,
     }
     exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
     jit = numba.njit(nogil=True)
-    for name in ("differing", "sync"):
-        namespace[name] = jit(namespace[name])
+    namespace["sync"] = jit(namespace["sync"])
     along, point = jit(namespace["along"]), jit(namespace["point"])
     return point, along, (*a_cells, *p_cells), (*a_cells, *f_cells)
 
