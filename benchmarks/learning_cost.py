@@ -93,7 +93,8 @@ same L) enter the fit; the glass and Santa Fe rows have other data and are shown
 
 {slope_text}. Each coordinate's grid is evaluated by the network's structure (docs: "Networks:
 one unit per coordinate"): one unit's column per grid value from the network at the current
-point, which the compiled sweep keeps in a cache (computed once per sweep, advanced by one unit
-after each accepted move), and the weight's own prior term. What still grows with the network
-in each call are the terms over all coordinates (the prior and its derivatives).""",
+point, which the compiled sweep keeps in a cache with the prior (computed once per sweep,
+advanced by one unit after each accepted move), and the change of the weight's own prior term.
+Nothing in a coordinate's evaluation grows with the number of weights, so the cost per sweep is
+linear in them but for a fixed cost per call, which flattens the slope at the small sizes.""",
     )

@@ -64,7 +64,7 @@ class Settings:
     hidden_sizes: tuple[int, ...] = (20, 40, 80, 140)
     hidden_L: int = 30
     hidden_sweeps: int = 50
-    timed_sweeps: int = 2
+    timed_sweeps: int = 9
     nuts_tune: int = 150
     nuts_draws: int = 150
     nuts_chains: int = 2

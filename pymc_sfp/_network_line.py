@@ -8,19 +8,21 @@ paper's Fig. 10). A weight into unit ``j`` of layer ``l`` changes only that unit
 by ``δ · u`` for a fixed input column ``u``, so along the line:
 
 * the network at the current point is read from a cache (:attr:`NetworkLine.cache`: each
-  layer's summed input and output);
+  layer's summed input and output, the prior's log-density, and the derivative of each
+  coordinate's weight in it);
 * for each of the ``G`` values, column ``j`` of layer ``l`` is updated (``O(n)``), passed through
   ``tanh``, and its change is carried into the next layer along row ``j`` of that layer's weights
   (``O(n · units)``); for the last hidden layer that gives the logits (``O(n · outputs)``);
 * the terms of the log-density that read the network (its likelihood) are evaluated on those
-  ``G`` logits; the weight's own prior term, the only other term that reads it and quadratic in
-  it, by its second-order expansion at the current point (exact; ``O(N)`` once for ``N``
-  coordinates).
+  ``G`` logits; the prior is the cached one plus the change of the weight's own term, the only
+  prior term that reads it, evaluated for that one element (``O(G)``).
 
 The cache is computed once per sweep (``O(n · W)``) and, after an accepted move, advanced by
 the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`). For a network with
-one hidden layer a coordinate therefore costs ``O(N + G · n · outputs)`` instead of
-``O(G · n · W)``, and a sweep is linear in the number of weights but for the ``O(N)`` terms.
+one hidden layer a coordinate therefore costs ``O(G · n · outputs)`` instead of
+``O(G · n · W)``, nothing in it grows with the number ``N`` of coordinates, and a sweep is
+linear in the number of weights. Each layer's coordinates are a branch of their own, so that a
+coordinate of the output layer computes no hidden unit.
 Coordinates that do not reach the logits (a noise sd, a centred group scale) are evaluated at the
 ``G`` moved points with the logits held fixed; coordinates that move many weights at once (a
 group's scale in the non-centred form) or that another term reads take the general evaluation.
@@ -72,7 +74,11 @@ class NetworkLine:
         The network's name.
     cache : tuple of TensorVariable
         Float64 inputs of :attr:`along` and :attr:`advance`: the network at ``x``, each layer's
-        summed input (``(n, units)``, the last one the logits), then each hidden layer's output.
+        summed input (``(n, units)``, the last one the logits), then each hidden layer's output;
+        then the prior's log-density at ``x`` (``(1, 1)``: every term but the likelihood, the
+        log-Jacobians included) and, per coordinate, the derivative of the weight or bias it
+        moves (``(1, N)``; a weight is linear in its coordinate, so it changes only when a
+        coordinate without a layer moves).
     forward : tuple of TensorVariable
         The cache at ``x`` (``O(n · W)``).
     advance : tuple of TensorVariable
@@ -99,7 +105,8 @@ class CacheUpdate:
     ----------
     layer : ndarray of int64, shape (N,)
         Per coordinate, the layer of the weight or bias it moves; ``-1`` if it does not reach
-        the logits (the cache stays), ``-2`` if it moves many weights (the cache afresh).
+        the logits, ``-2`` if it moves many weights (for either, a move needs the cache
+        afresh).
     column : ndarray of int64, shape (N,)
         The unit the coordinate feeds.
     writes : dict
@@ -158,49 +165,91 @@ def network_line(
         if split is None:
             continue
         prior, likelihood, placeholder = split
-        layers = _coordinate_layers(model, network, layout, value_vars, likelihood)
-        if layers is None:
+        coordinates = _coordinates(model, network, layout, value_vars, likelihood)
+        if coordinates is None:
             continue
         n_layers = len(network.weights)
+        sources = list(coordinates.sources.items())
+        params = [source.owner.op.dist_params(source.owner) for _, (source, _) in sources]
         graphs, log_jacobian = join(
-            [prior, likelihood, *model.replace_rvs_by_values([*network.weights, *network.biases])]
+            [
+                prior,
+                likelihood,
+                *model.replace_rvs_by_values(
+                    [*network.weights, *network.biases, *(p for ps in params for p in ps)]
+                ),
+            ]
         )
         prior_x, likelihood_x = graphs[0] - log_jacobian, graphs[1]
-        weights_x, biases_x = graphs[2 : 2 + n_layers], graphs[2 + n_layers :]
+        weights_x, biases_x = graphs[2 : 2 + n_layers], graphs[2 + n_layers : 2 + 2 * n_layers]
+        params_x = iter(graphs[2 + 2 * n_layers :])
+        own = {
+            key: (source, [next(params_x) for _ in ps], shape)
+            for (key, (source, shape)), ps in zip(sources, params, strict=True)
+        }
         inputs_x, summed_x = _forward(network, weights_x, biases_x)
-        forward = (*summed_x, *inputs_x[1:n_layers])
-        cache = tuple(
-            pt.matrix(f"{network.name}_{'summed' if k < n_layers else 'hidden'}{k}", dtype=float)
-            for k in range(len(forward))
+        # Each weight or bias with a layer is a function of its own coordinate alone, so the
+        # derivative of their sum in its coordinate is its own; the others' (a group scale's)
+        # would change with every move, and are not read.
+        derivative_x = pt.where(
+            pt.constant(coordinates.layer >= 0),
+            pt.grad(
+                pt.add(*(p.sum() for p in [*weights_x, *biases_x])),
+                x,
+                disconnected_inputs="ignore",
+            ),
+            0.0,
         )
-        cached = [c.astype(summed_x[0].dtype) for c in cache]
-        summed, inputs = cached[:n_layers], [network.X, *cached[n_layers:]]
-        kind = layers[0]
-        parts = []
+        forward = (
+            *summed_x,
+            *inputs_x[1:n_layers],
+            pt.reshape(prior_x, (1, 1)),
+            derivative_x[None, :],
+        )
+        names = [
+            *(f"summed{k}" for k in range(n_layers)),
+            *(f"hidden{k}" for k in range(n_layers - 1)),
+            "prior",
+            "derivative",
+        ]
+        cache = tuple(pt.matrix(f"{network.name}_{name}", dtype=float) for name in names)
+        dtype = summed_x[0].dtype
+        net = _NetworkAt(
+            weights_x,
+            biases_x,
+            [network.X, *(c.astype(dtype) for c in cache[n_layers : 2 * n_layers - 1])],
+            [c.astype(dtype) for c in cache[:n_layers]],
+            cache[-1][0].astype(dtype),
+            index,
+            coordinates,
+            own,
+        )
+        kind = coordinates.layer
+        parts, moves = [], {}
 
         def served(mask: np.ndarray) -> pt.TensorVariable:
             # Numba evaluates every branch, so a branch gets the values only for the
             # coordinates it serves, and none otherwise: one compiled function for all.
             return values[: values.shape[0] * pt.constant(mask)[index].astype("int64")]
 
-        if np.any(kind >= 0):  # one weight or bias: its own prior term is quadratic in it
-            step = served(kind >= 0) - x[index]
-            slope = pt.grad(prior_x, x)[index]
-            curvature = pt.grad(slope, x)[index]
-            logits, moves = _logits_along(
-                weights_x, biases_x, layers, x, step, index, inputs, summed
-            )
+        for lay in np.unique(kind[kind >= 0]):  # one weight or bias of layer ``lay``
+            moved = served(kind == lay)
+            logits, unit, later = net.logits_along(int(lay), moved - x[index])
+            # The prior at x (float64 in the cache, so that advancing it loses nothing) and
+            # the change of the weight's own term, the only prior term that reads it.
+            prior_rows = cache[-2][0, 0] + net.own_change(int(lay), moved, x[index])
             likelihood_rows = vectorize_graph(likelihood_x, {placeholder: logits})
-            parts.append(prior_x + slope * step + 0.5 * curvature * step**2 + likelihood_rows)
+            parts.append((prior_rows + likelihood_rows).astype(logp.dtype))
+            moves[int(lay)] = (unit, later, prior_rows)
         if np.any(kind == OUTSIDE):  # the logits stay as they are
             rows = rows_along(x, index, served(kind == OUTSIDE))
-            logits = pt.repeat(summed[-1][None], rows.shape[0], axis=0)
+            logits = pt.repeat(net.summed[-1][None], rows.shape[0], axis=0)
             parts.append(vectorize_graph(prior_x + likelihood_x, {x: rows, placeholder: logits}))
         if np.any(kind == GENERAL):
             parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == GENERAL))}))
         along = parts[0] if len(parts) == 1 else pt.concatenate(parts)
         advance, plan = _advance(moves, n_layers)
-        update = CacheUpdate(kind, layers[3], plan)
+        update = CacheUpdate(kind, coordinates.column, plan)
         return NetworkLine(
             along, kind != GENERAL, network.name, cache, forward, tuple(advance), update
         )
@@ -243,18 +292,31 @@ def _split_log_density(
     return prior, likelihood, placeholder
 
 
-def _coordinate_layers(
+@dataclass(frozen=True)
+class _Coordinates:
+    """Per coordinate: the layer whose weight or bias it moves (or ``OUTSIDE``/``GENERAL``),
+    whether it is a bias, and the weight's row ``k`` and column ``j`` (the unit it feeds); and
+    per ``(layer, is bias)`` whose coordinates have a layer, the free variable they are the
+    elements of and its shape."""
+
+    layer: np.ndarray
+    is_bias: np.ndarray
+    row: np.ndarray
+    column: np.ndarray
+    sources: dict[tuple[int, bool], tuple[pt.TensorVariable, tuple[int, ...]]]
+
+
+def _coordinates(
     model: pm.Model,
     network: Network,
     layout: CoordinateLayout,
     value_vars: list,
     likelihood: pt.TensorVariable,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per coordinate: the layer whose weight or bias it moves (or ``OUTSIDE``/``GENERAL``),
-    whether it is a bias, and the weight's row ``k`` and column ``j`` (the unit it feeds).
+) -> _Coordinates | None:
+    """Where each coordinate sits in ``network``.
 
-    A weight's coordinate gets its layer only if :func:`_own_quadratic_term` holds for it;
-    otherwise it is ``GENERAL``. ``None`` when no coordinate gets a layer.
+    A weight's coordinate gets its layer only if :func:`_own_term` holds for it; otherwise it is
+    ``GENERAL``. ``None`` when no coordinate gets a layer.
     """
     layer = np.full(layout.size, OUTSIDE, dtype=np.int64)
     is_bias = np.zeros(layout.size, dtype=bool)
@@ -270,7 +332,7 @@ def _coordinate_layers(
         if value in reach:
             layer[slc] = GENERAL
     read_by_likelihood = set(ancestors([likelihood]))
-    found = False
+    sources = {}
     for lay, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
         for param, bias in ((W, False), (b, True)):
             source = _elementwise_source(model, param)
@@ -278,7 +340,7 @@ def _coordinate_layers(
             if value is None or value.name not in where or value in read_by_likelihood:
                 continue
             slc, shape = where[value.name]
-            if not _own_quadratic_term(model, network, source, bool(layout.interval[slc].all())):
+            if not _own_term(model, network, source, bool(layout.interval[slc].all())):
                 continue
             positions = np.arange(slc.stop - slc.start)
             layer[slc], is_bias[slc] = lay, bias
@@ -286,18 +348,17 @@ def _coordinate_layers(
                 column[slc] = positions
             else:
                 row[slc], column[slc] = np.unravel_index(positions, shape)
-            found = True
-    return (layer, is_bias, row, column) if found else None
+            sources[lay, bias] = (source, tuple(shape))
+    return _Coordinates(layer, is_bias, row, column, sources) if sources else None
 
 
-def _own_quadratic_term(
-    model: pm.Model, network: Network, source: pt.TensorVariable, interval: bool
-) -> bool:
-    """Whether the prior reads ``source`` only through its own term, and that term is quadratic
-    in its sampling coordinates: a ``Normal`` without a transform, or a ``Uniform`` sampled on
-    its own scale (``interval``), whose density there is constant. Then a second-order Taylor
-    expansion in one coordinate is exact. (The terms that read the logits reach ``source``
-    through the network; the caller checks that the likelihood rebuilt on them does not.)"""
+def _own_term(model: pm.Model, network: Network, source: pt.TensorVariable, interval: bool) -> bool:
+    """Whether the prior reads ``source`` only through its own elementwise term, and that term,
+    in the sampling coordinates, is the distribution's log-density at the coordinate: a
+    ``Normal`` without a transform, or a ``Uniform`` sampled on its own scale (``interval``,
+    whose log-Jacobian cancels the transform's). (The terms that read the logits reach
+    ``source`` through the network; the caller checks that the likelihood rebuilt on them does
+    not.)"""
     op = source.owner.op
     own = (isinstance(op, NormalRV) and model.rvs_to_transforms.get(source) is None) or (
         isinstance(op, UniformRV) and interval
@@ -337,97 +398,113 @@ def _forward(network: Network, weights: list, biases: list) -> tuple[list, list]
     return inputs, summed
 
 
-def _coordinate_units(
-    layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], index: pt.TensorVariable
-) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
-    """The layer, bias flag, row and column of coordinate ``index`` (graphs)."""
-    layer_of, is_bias_of, row_of, column_of = (pt.constant(a) for a in layers)
-    return layer_of[index], is_bias_of[index], row_of[index], column_of[index]
+@dataclass(frozen=True)
+class _NetworkAt:
+    """The network at the sampling coordinates ``x``, for the line along coordinate ``index``.
 
+    ``weights`` and ``biases`` are graphs of ``x``; ``inputs`` (``X``, then each hidden layer's
+    output), ``summed`` (each layer's summed input) and ``derivative`` (per coordinate, the
+    derivative of the weight or bias it moves, ``(N,)``) are read from the cache; ``own`` maps
+    ``(layer, is bias)`` to the free variable, its distribution's parameters as graphs of ``x``
+    and its shape (:attr:`_Coordinates.sources`). Every graph here costs ``O(1)`` in the number
+    of coordinates."""
 
-def _moved_unit(
-    lay: int,
-    weights: list,
-    biases: list,
-    layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    x: pt.TensorVariable,
-    step: pt.TensorVariable,
-    index: pt.TensorVariable,
-    inputs: list,
-    summed: list,
-) -> tuple[pt.TensorVariable, list]:
-    """Unit ``j`` of layer ``lay`` when coordinate ``index`` (a weight or bias of that layer)
-    moves by each of ``step``: its column ``j`` and its summed input, ``(G, n)``, and the summed
-    inputs of every later layer, ``(G, n, units)``.
+    weights: list
+    biases: list
+    inputs: list
+    summed: list
+    derivative: pt.TensorVariable
+    index: pt.TensorVariable
+    coordinates: _Coordinates
+    own: dict[tuple[int, bool], tuple[pt.TensorVariable, list, tuple[int, ...]]]
 
-    A weight is linear in its coordinate (the weight itself, or ``scale · z``), so it moves by
-    ``step`` times its derivative in the coordinate; the change of unit ``j``'s output is carried
-    into the next layer along row ``j`` of that layer's weights, and deeper layers are
-    recomputed."""
-    _, bias, row, column = _coordinate_units(layers, index)
-    W, b = weights[lay], biases[lay]
-    units_in, units_out = W.shape
-    k = pt.minimum(row, units_in - 1)
-    j = pt.minimum(column, units_out - 1)
+    def unit(self, lay: int) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+        """Whether coordinate ``index`` is a bias, and the row ``k`` and column ``j`` of its
+        weight in layer ``lay`` (clipped to the layer's shape, since the graph is evaluated for
+        the coordinates of every layer)."""
+        c = self.coordinates
+        units_in, units_out = self.weights[lay].shape
+        bias = pt.constant(c.is_bias)[self.index]
+        k = pt.minimum(pt.constant(c.row)[self.index], units_in - 1)
+        j = pt.minimum(pt.constant(c.column)[self.index], units_out - 1)
+        return bias, k, j
 
-    def derivative(param: pt.TensorVariable, *element: pt.TensorVariable) -> pt.TensorVariable:
-        return pt.grad(param[element], x, disconnected_inputs="ignore")[index]
+    def moved(
+        self, lay: int, step: pt.TensorVariable
+    ) -> tuple[pt.TensorVariable, pt.TensorVariable, list]:
+        """Unit ``j`` of layer ``lay`` when coordinate ``index`` (a weight or bias of that
+        layer) moves by each of ``step``: ``j``, the unit's summed input, ``(G, n)``, and the
+        summed inputs of every later layer, ``(G, n, units)``.
 
-    moved = pt.switch(bias, derivative(b, j), derivative(W, k, j)) * step
-    feed = pt.switch(bias, pt.ones_like(inputs[lay][:, 0]), inputs[lay][:, k])
-    unit = summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]
-    later = []
-    if lay < len(weights) - 1:
-        change = pt.tanh(unit) - inputs[lay + 1][:, j][None, :]
-        carried = change[:, :, None] * weights[lay + 1][j][None, None, :]
-        later.append(summed[lay + 1][None] + carried)
-        for deeper in range(lay + 1, len(weights) - 1):
-            later.append(pt.matmul(pt.tanh(later[-1]), weights[deeper + 1]) + biases[deeper + 1])
-    return j, unit, later
+        A weight is linear in its coordinate (the weight itself, or ``scale · z``), so it moves
+        by ``step`` times its derivative; the change of unit ``j``'s output is carried into the
+        next layer along row ``j`` of that layer's weights, and deeper layers are recomputed."""
+        bias, k, j = self.unit(lay)
+        moved = self.derivative[self.index] * step
+        feed = pt.switch(bias, pt.ones_like(self.inputs[lay][:, 0]), self.inputs[lay][:, k])
+        unit = self.summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]
+        later = []
+        if lay < len(self.weights) - 1:
+            change = pt.tanh(unit) - self.inputs[lay + 1][:, j][None, :]
+            carried = change[:, :, None] * self.weights[lay + 1][j][None, None, :]
+            later.append(self.summed[lay + 1][None] + carried)
+            for deeper in range(lay + 1, len(self.weights) - 1):
+                later.append(
+                    pt.matmul(pt.tanh(later[-1]), self.weights[deeper + 1])
+                    + self.biases[deeper + 1]
+                )
+        return j, unit, later
 
+    def logits_along(
+        self, lay: int, step: pt.TensorVariable
+    ) -> tuple[pt.TensorVariable, pt.TensorVariable, list]:
+        """The logits with coordinate ``index`` (of layer ``lay``) moved by each of ``step``,
+        ``(G, n, outputs)``, and the moved unit and later layers of :meth:`moved`."""
+        j, unit, later = self.moved(lay, step)
+        if later:
+            return later[-1], unit, later
+        logits = pt.repeat(self.summed[-1][None], step.shape[0], axis=0)
+        return pt.set_subtensor(logits[:, :, j], unit), unit, later
 
-def _logits_along(
-    weights: list,
-    biases: list,
-    layers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    x: pt.TensorVariable,
-    step: pt.TensorVariable,
-    index: pt.TensorVariable,
-    inputs: list,
-    summed: list,
-) -> tuple[pt.TensorVariable, dict[int, tuple[pt.TensorVariable, list]]]:
-    """The network's logits with ``x[index]`` moved by each of ``step``, ``(G, n, outputs)``,
-    from the network at ``x`` (``inputs``, ``summed``), by updating the one unit that the
-    coordinate feeds (where ``layers`` gives it a layer; the logits at ``x`` elsewhere); and,
-    per layer, the moved unit and later layers of :func:`_moved_unit`."""
-    layer = _coordinate_units(layers, index)[0]
-    along = pt.repeat(summed[-1][None], step.shape[0], axis=0)
-    moves = {}
-    for lay in range(len(weights)):
-        if not np.any(layers[0] == lay):
-            continue
-        j, unit, later = _moved_unit(lay, weights, biases, layers, x, step, index, inputs, summed)
-        moves[lay] = (unit, later)
-        candidate = later[-1] if later else pt.set_subtensor(along[:, :, j], unit)
-        along = pt.switch(pt.eq(layer, lay), candidate, along)
-    return along, moves
+    def own_change(
+        self, lay: int, values: pt.TensorVariable, current: pt.TensorVariable
+    ) -> pt.TensorVariable:
+        """The change of the prior when coordinate ``index`` (of layer ``lay``) moves from
+        ``current`` to each of ``values``: the change of its own term (:func:`_own_term`),
+        float64, ``(G,)``."""
+        bias, k, j = self.unit(lay)
+        terms = {}
+        for is_bias, element in ((False, (k, j)), (True, (j,))):
+            if (lay, is_bias) not in self.own:
+                continue
+            source, params, shape = self.own[lay, is_bias]
+            # The element's own distribution, so that its term costs O(1), not O(size).
+            _, rv = source.owner.op(
+                *(pt.broadcast_to(p, shape)[element] for p in params), return_next_rng=True
+            )
+            terms[is_bias] = pm.logp(rv, values) - pm.logp(rv, current)
+        weight_term = terms.get(False, terms.get(True))
+        bias_term = terms.get(True, weight_term)
+        return pt.switch(bias, bias_term, weight_term).astype("float64")
 
 
 def _advance(
-    moves: dict[int, tuple[pt.TensorVariable, list]], n_layers: int
+    moves: dict[int, tuple[pt.TensorVariable, list, pt.TensorVariable]], n_layers: int
 ) -> tuple[list, dict[int, tuple[tuple[int, int, bool], ...]]]:
     """What changes in the cache (:attr:`NetworkLine.cache`) when a weight or bias of some layer
     moves to the first of the line's values: the outputs, and per layer where they go.
 
     For a coordinate of layer ``l`` feeding unit ``j``: column ``j`` of layer ``l``'s summed
-    input and of its output, and every later layer whole, each taken from the line's first row
-    (``moves`` of :func:`_logits_along`), so that they cost next to nothing besides the line.
-    A write is ``(output, cache array, whole)``, of the output's first row; ``whole=False``
-    writes column ``j``. Only the coordinate's own layer is written, so that a move costs
-    ``O(n · outputs)`` for a network with one hidden layer."""
+    input and of its output, every later layer whole, and the prior, each taken from the line's
+    first row (``moves``: per layer, the moved unit and later layers of
+    :meth:`_NetworkAt.moved` and the prior along the line), so that they cost next to nothing
+    besides the line. A write is ``(output, cache array, whole)``, of the output's first row;
+    ``whole=False`` writes column ``j``. Only the coordinate's own layer is written, so that a
+    move costs ``O(n · outputs)`` for a network with one hidden layer."""
     outputs: list = []
     plan = {}
-    for lay, (unit, later) in moves.items():
+    prior_at = 2 * n_layers - 1
+    for lay, (unit, later, prior_rows) in moves.items():
         writes = []
 
         def put(value: pt.TensorVariable, target: int, whole: bool) -> None:
@@ -441,5 +518,6 @@ def _advance(
             put(moved[:1], deeper, True)
             if deeper < n_layers - 1:
                 put(pt.tanh(moved[:1]), n_layers + deeper, True)
+        put(prior_rows[:1], prior_at, True)
         plan[lay] = tuple(writes)
     return outputs, plan

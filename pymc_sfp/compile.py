@@ -59,14 +59,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_sfp._network_line import (
-    GENERAL,
-    OUTSIDE,
-    CacheUpdate,
-    NetworkLine,
-    network_line,
-    rows_along,
-)
+from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
 from pymc_sfp.core.sfp import open_interval
 from pymc_sfp.nn.network import networks_of
 
@@ -623,11 +616,11 @@ def _write_column(target: np.ndarray, column: int, rows: np.ndarray) -> None:
 
 @_jit_cached
 def _write_whole(target: np.ndarray, source: np.ndarray) -> None:
-    """``target[...] = source``, both ``(n, units)``, or ``source`` of shape ``(1, n, units)``."""
-    flat = source.reshape(target.shape)
-    for r in range(target.shape[0]):
-        for c in range(target.shape[1]):
-            target[r, c] = flat[r, c]
+    """``target[...] = source``, of the same size: ``(n, units)`` and ``(1, n, units)``, or
+    ``(1, 1)`` and ``(1,)``; any layout."""
+    columns = target.shape[1]
+    for m, value in enumerate(source.flat):
+        target[m // columns, m % columns] = value
 
 
 @_jit_cached
@@ -642,23 +635,19 @@ def _first_as_scalar_array(values: np.ndarray) -> np.ndarray:
 
 
 _CACHED_LINE = """
-def sync(x, cx{C}{A}{F}):
-    count, moved = differing(x, cx)
-    if count == 0:
-        return
-    lay = layer[moved]
-    if count == 1 and lay >= 0:
-        j = column[moved]
-        index, value = moved_to(x, moved)
-        new = inner(cx, index, value{C}{A})
-{writes}
-    elif count > 1 or lay != OUTSIDE:
-        new = forward(x{F})
-{copy}
-    copy_point(cx, x)
-
 def along(x, index, values, cx{C}{A}{F}):
-    sync(x, cx{C}{A}{F})
+    count, moved = differing(x, cx)
+    if count > 0:
+        lay = layer[moved]
+        if count == 1 and lay >= 0:
+            j = column[moved]
+            moved_index, value = moved_to(x, moved)
+            new = inner(cx, moved_index, value{C}{A})
+{writes}
+        else:
+            new = forward(x{F})
+{copy}
+        copy_point(cx, x)
     return (inner(x, index, values{C}{A})[0],)
 
 def point(x, cx{C}{A}{P}):
@@ -682,8 +671,8 @@ def _cached_line(
 
     Each takes, after its own arguments, the ``x`` the cache belongs to, the cache arrays, then
     the shared inputs of the functions it calls. ``along`` first brings the cache to its ``x``:
-    nothing when ``x`` is the cached one, the cache advanced by one unit when one structured
-    coordinate differs (the sweep accepted a move), the network afresh otherwise. ``point``
+    nothing when ``x`` is the cached one, the cache advanced by one unit when one weight's or
+    bias's coordinate differs (the sweep accepted a move), the cache afresh otherwise. ``point``
     evaluates a point one coordinate away from the cache (the Metropolis correction's proposal)
     as the line through the cached point, and any other point in full. The cache arrays are
     updated in place (as :meth:`~pymc_sfp._network_line.CacheUpdate.apply` does), so the two
@@ -707,16 +696,16 @@ def _cached_line(
         F=names("f", len(f_cells)),
         P=names("p", len(p_cells)),
         writes="\n".join(
-            f"        {'if' if n == 0 else 'elif'} lay == {lay}:\n"
+            f"            {'if' if n == 0 else 'elif'} lay == {lay}:\n"
             + "\n".join(
-                f"            write_whole(c{target}, new[{1 + output}])"
+                f"                write_whole(c{target}, new[{1 + output}])"
                 if whole
-                else f"            write_column(c{target}, j, new[{1 + output}])"
+                else f"                write_column(c{target}, j, new[{1 + output}])"
                 for output, target, whole in writes
             )
             for n, (lay, writes) in enumerate(update.writes.items())
         ),
-        copy="\n".join(f"        write_whole(c{k}, new[{k}])" for k in range(n_cache)),
+        copy="\n".join(f"            write_whole(c{k}, new[{k}])" for k in range(n_cache)),
     )
     namespace = {
         "np": np,
@@ -725,7 +714,6 @@ def _cached_line(
         "full": full_fn,
         "layer": update.layer,
         "column": update.column,
-        "OUTSIDE": OUTSIDE,
         "differing": _differing,
         "moved_to": _moved_to,
         "write_column": _write_column,
@@ -735,7 +723,6 @@ def _cached_line(
     }
     exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
     jit = numba.njit(nogil=True)
-    namespace["sync"] = jit(namespace["sync"])
     along, point = jit(namespace["along"]), jit(namespace["point"])
     return point, along, (*a_cells, *p_cells), (*a_cells, *f_cells)
 
@@ -922,13 +909,12 @@ class LineEvaluator:
         the network computed at the moved point. Needs a structured line."""
         forward, update = self._network
         cache = [np.array(a, copy=True) for a in forward(x)]
-        if update.layer[index] == GENERAL:
+        if update.layer[index] < 0:
             moved = x.copy()
             moved[index] = value
             return [np.array(a, copy=True) for a in forward(moved)]
-        if update.layer[index] >= 0:
-            new = self._along(x, np.asarray(index, dtype=np.int64), np.array([value]), *cache)
-            update.apply(cache, new[1:], index)
+        new = self._along(x, np.asarray(index, dtype=np.int64), np.array([value]), *cache)
+        update.apply(cache, new[1:], index)
         return cache
 
     def logp(self, x: np.ndarray) -> float:

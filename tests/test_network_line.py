@@ -69,6 +69,7 @@ def evaluator(model, value_vars=None):
         ("group", "linear", (4,), False),
         ("group", "softmax", (4,), True),
         ("ard", "softmax", (4, 3), False),
+        ("ard", "linear", (4,), True),  # the weights' prior sd broadcast from one per input
     ],
 )
 def test_structured_line_is_the_log_density_along_every_coordinate(prior, output, hidden, centred):
@@ -182,7 +183,7 @@ def test_a_hard_constraint_on_the_outputs_is_minus_infinity_on_the_structured_li
 def test_cached_functions_follow_the_point_they_are_called_at():
     """The compiled sweep's cached ``point`` and ``along`` (``compile._cached_line``) after each
     kind of change of the point: none, one weight (the cache advances by one unit), the noise
-    sd (it stays), a group scale (the network afresh), two weights at once (afresh). ``point``
+    sd, a group scale, two weights at once (for these three the cache afresh). ``point``
     is called before ``along`` each time, one coordinate away from the cache or more."""
     model = network_model("group", "linear", (3, 2))
     line, layout, graph = evaluator(model)

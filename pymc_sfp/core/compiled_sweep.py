@@ -37,11 +37,22 @@ __all__ = ["compiled_sweep", "sweep_kernel"]
 
 _LOG2 = math.log(2.0)
 
-# The arithmetic of the conditionals is cached on disk and only the kernel that calls the model's
-# functions is compiled per model. Functions reading the constants of ``core.sfp`` are not cached:
-# Numba's cache would not see those constants change.
+# The arithmetic of the conditionals is cached on disk and only the functions that call the
+# model's (the kernel, the refinement loop, the evaluation) are compiled per model. Those do no
+# array arithmetic of their own: each NumPy function or array expression in them is compiled
+# again in every process, for seconds (the shape checks of an array assignment alone took 6 s).
+# Cached functions get the constants of ``core.sfp`` as arguments: Numba's cache would not see
+# a constant they read change.
 _jit = numba.njit(cache=True, nogil=True)
 _jit_uncached = numba.njit(nogil=True)
+
+#: ``resolve_line``'s limits, in the order :func:`_refinement` takes them.
+_REFINEMENT_LIMITS = (
+    sfp.NEGLIGIBLE_MASS,
+    sfp.EDGE_CELL_MASS,
+    sfp.MAX_CELL_MASS,
+    sfp.RESOLUTION_NATS,
+)
 
 
 @_jit
@@ -178,20 +189,34 @@ def _logpdf(nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float) ->
     return log_mass - math.log(nodes[k + 1] - nodes[k]) + delta * t - _log_exprel(delta)
 
 
-@_jit_uncached
+@_jit
 def _proposal_logpdf(
-    nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float, lower: float, upper: float
+    nodes: np.ndarray,
+    cdf: np.ndarray,
+    slopes: np.ndarray,
+    x: float,
+    lower: float,
+    upper: float,
+    defensive_weight: float,
 ) -> float:
     return _logaddexp(
-        math.log1p(-sfp.DEFENSIVE_WEIGHT) + _logpdf(nodes, cdf, slopes, x),
-        math.log(sfp.DEFENSIVE_WEIGHT) - math.log(upper - lower),
+        math.log1p(-defensive_weight) + _logpdf(nodes, cdf, slopes, x),
+        math.log(defensive_weight) - math.log(upper - lower),
     )
 
 
-@_jit_uncached
-def _refinement(nodes: np.ndarray, logp: np.ndarray, D: float, min_width: float):
+@_jit
+def _refinement(
+    nodes: np.ndarray,
+    logp: np.ndarray,
+    D: float,
+    min_width: float,
+    limits: tuple[float, float, float, float],
+):
     """One round of ``resolve_line``'s test: the cells to split, whether a steep cell cannot be
-    split, whether a cell to split is steep, and whether the log-density is finite nowhere."""
+    split, whether a cell to split is steep, and whether the log-density is finite nowhere.
+    ``limits`` are :data:`_REFINEMENT_LIMITS`."""
+    negligible_mass, edge_cell_mass, max_cell_mass, resolution_nats = limits
     f = _scaled(logp, D)
     cells = len(nodes) - 1
     split = np.zeros(cells, dtype=np.bool_)
@@ -207,13 +232,13 @@ def _refinement(nodes: np.ndarray, logp: np.ndarray, D: float, min_width: float)
     log_norm = log_mass[0]
     for k in range(1, cells):
         log_norm = _logaddexp(log_norm, log_mass[k])
-    negligible = log_total + math.log(sfp.NEGLIGIBLE_MASS)
-    edge_cut = log_total + math.log(sfp.EDGE_CELL_MASS)
-    most = math.log(sfp.MAX_CELL_MASS)
+    negligible = log_total + math.log(negligible_mass)
+    edge_cut = log_total + math.log(edge_cell_mass)
+    most = math.log(max_cell_mass)
     stuck = split_steep = False
     for k in range(cells):
         left, right = f[k], f[k + 1]
-        steep = abs(right - left) > sfp.RESOLUTION_NATS and log_bound[k] > negligible
+        steep = abs(right - left) > resolution_nats and log_bound[k] > negligible
         steep = steep or (log_mass[k] - log_norm > most)
         edge = np.isfinite(left) != np.isfinite(right)
         want = steep or (edge and log_bound[k] > edge_cut)
@@ -240,32 +265,92 @@ def _insert(old: np.ndarray, split: np.ndarray, new: np.ndarray) -> np.ndarray:
     return out
 
 
-@_jit_uncached
-def _evaluate(along, x, index, values, extra):
-    (logp,) = along(x, np.array(index, dtype=np.int64), values, *extra)
-    return np.asarray(logp, dtype=np.float64).copy()
+@_jit
+def _midpoints(nodes: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """The midpoints of the cells to split, in order."""
+    count = 0
+    for k in range(len(split)):
+        count += split[k]
+    out = np.empty(count)
+    m = 0
+    for k in range(len(split)):
+        if split[k]:
+            out[m] = 0.5 * (nodes[k] + nodes[k + 1])
+            m += 1
+    return out
 
 
-@_jit_uncached
+@_jit
+def _min_width(nodes: np.ndarray) -> float:
+    """The narrowest cell ``resolve_line`` splits."""
+    return 64 * np.finfo(np.float64).eps * max(abs(nodes[0]), abs(nodes[-1]), nodes[-1] - nodes[0])
+
+
+@_jit
+def _index_array(index: int) -> np.ndarray:
+    return np.array(index, dtype=np.int64)
+
+
+@_jit
+def _float64_copy(values: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values))
+    for k in range(len(values)):
+        out[k] = values[k]
+    return out
+
+
+@_jit
+def _grid(unit_nodes: np.ndarray, a: float, b: float, interval: bool):
+    """The nodes of the box ``[a, b]``, and the points to evaluate at: the nodes, moved off
+    the ends of an open interval by ``1e-12`` of its width."""
+    nodes = a + unit_nodes * (b - a)
+    if not interval:
+        return nodes, nodes
+    margin = 1e-12 * (b - a)
+    return nodes, np.minimum(np.maximum(nodes, a + margin), b - margin)
+
+
+@_jit
+def _sweep_outputs(n: int, n_report: int):
+    """The per-coordinate outputs of a sweep, before it: ``empty``, ``unresolved``,
+    ``edge_low``, ``edge_high`` (all ``False``), ``quantiles`` (NaN) and the report arrays."""
+    return (
+        np.zeros(n, dtype=np.bool_),
+        np.zeros(n, dtype=np.bool_),
+        np.zeros(n, dtype=np.bool_),
+        np.zeros(n, dtype=np.bool_),
+        np.full((2, n), np.nan),
+        np.empty((n, n_report)),
+        np.empty((n, n_report)),
+    )
+
+
+@_jit
+def _copy(x: np.ndarray) -> np.ndarray:
+    return x.copy()
+
+
+# Inlined into the kernel, its only caller, for the reason the kernel calls ``along`` itself.
+@numba.njit(nogil=True, inline="always")
 def _resolve(along, extra, x, index, nodes, logp, D):
     """``resolve_line``: refine until the conditional is resolved where it has mass."""
     budget = sfp.REFINEMENT_BUDGET * len(nodes)
-    min_width = (
-        64 * np.finfo(np.float64).eps * max(abs(nodes[0]), abs(nodes[-1]), nodes[-1] - nodes[0])
-    )
+    min_width = _min_width(nodes)
     n_evals = 0
     while True:
-        split, stuck, split_steep, empty = _refinement(nodes, logp, D, min_width)
+        split, stuck, split_steep, empty = _refinement(
+            nodes, logp, D, min_width, _REFINEMENT_LIMITS
+        )
         if empty:
             return nodes, logp, n_evals, True
-        count = np.count_nonzero(split)
+        midpoints = _midpoints(nodes, split)
+        count = len(midpoints)
         if count == 0:
             return nodes, logp, n_evals, not stuck
         if n_evals + count > budget:
             return nodes, logp, n_evals, not split_steep
-        cells = np.flatnonzero(split)
-        midpoints = 0.5 * (nodes[cells] + nodes[cells + 1])
-        new_logp = _evaluate(along, x, index, midpoints, extra)
+        (line,) = along(x, _index_array(index), midpoints, *extra)
+        new_logp = _float64_copy(line)
         n_evals += count
         nodes = _insert(nodes, split, midpoints)
         logp = _insert(logp, split, new_logp)
@@ -297,34 +382,30 @@ def sweep_kernel(
     (all ``False`` for none). Returns the new position and log-density, then the counts and
     arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
     """
-    x = x.copy()
+    x = _copy(x)
     n = len(x)
     n_report = len(report_points)
     accepted = n_nonfinite = evaluations = 0
-    empty = np.zeros(n, dtype=np.bool_)
-    unresolved = np.zeros(n, dtype=np.bool_)
-    edge_low = np.zeros(n, dtype=np.bool_)
-    edge_high = np.zeros(n, dtype=np.bool_)
-    quantiles = np.full((2, n), np.nan)
-    report_grid = np.empty((n, n_report))
-    report_cdf = np.empty((n, n_report))
+    empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = _sweep_outputs(
+        n, n_report
+    )
     for i in order:
         a, b = lower[i], upper[i]
         margin = 1e-12 * (b - a)
-        nodes = a + unit_nodes * (b - a)
-        points = nodes
-        if interval[i]:
-            points = np.minimum(np.maximum(nodes, a + margin), b - margin)
-        logp = _evaluate(along, x, i, points, along_extra)
+        nodes, points = _grid(unit_nodes, a, b, interval[i])
+        # Called here and in _resolve, not through a function of its own: every jitted
+        # function that calls the model's compiles the model's code into itself again.
+        (line,) = along(x, _index_array(i), points, *along_extra)
+        logp = _float64_copy(line)
         evaluations += len(points)
         nodes, logp, n_new, resolved = _resolve(along, along_extra, x, i, nodes, logp, D)
         evaluations += n_new
         unresolved[i] = not resolved
         cdf, slopes = _quadrature(nodes, logp, D)
         for value in logp:
-            n_nonfinite += not np.isfinite(value)
-        if n_report:
-            report_grid[i] = a + report_points * (b - a)
+            n_nonfinite += not math.isfinite(value)
+        for k in range(n_report):
+            report_grid[i, k] = a + report_points[k] * (b - a)
         if len(cdf) == 0:
             empty[i] = True
             for k in range(n_report):
@@ -339,18 +420,22 @@ def sweep_kernel(
         if interval[i]:
             proposal = min(max(proposal, a + margin), b - margin)
         if correct:
-            log_q_proposal = _proposal_logpdf(nodes, cdf, slopes, proposal, a, b)
+            log_q_proposal = _proposal_logpdf(
+                nodes, cdf, slopes, proposal, a, b, sfp.DEFENSIVE_WEIGHT
+            )
             current = x[i]
             x[i] = proposal
             (value,) = point(x, *point_extra)
             logp_proposal = float(value[()])
             x[i] = current
             evaluations += 1
-            if not np.isfinite(logp_proposal):
+            if not math.isfinite(logp_proposal):
                 n_nonfinite += 1
                 log_ratio = -np.inf
             else:
-                log_q_current = _proposal_logpdf(nodes, cdf, slopes, current, a, b)
+                log_q_current = _proposal_logpdf(
+                    nodes, cdf, slopes, current, a, b, sfp.DEFENSIVE_WEIGHT
+                )
                 log_ratio = (logp_proposal - logp_current) / D - (log_q_proposal - log_q_current)
             if math.log(u[2]) < log_ratio:
                 x[i] = proposal
