@@ -56,6 +56,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors
+from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 
@@ -557,7 +558,27 @@ def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tupl
         raise NotImplementedError(
             "the log-density has shared inputs that are not arrays (e.g. random generators)"
         )
-    return _unwrapped(jit_fn), cells
+    return _unwrapped(_first_of_its_kind(jit_fn)), cells
+
+
+#: Per process, the first Numba function PyTensor gave for each of its cache keys.
+_FIRST_OF_KEY: dict[str, Callable] = {}
+
+
+def _first_of_its_kind(jit_fn: Callable) -> Callable:
+    """The first function this process saw with ``jit_fn``'s PyTensor cache key, else ``jit_fn``.
+
+    PyTensor gives a new Numba function for every compilation, even of the same graph, and
+    Numba types a function argument by the function's identity, so the sweep kernel (and the
+    wrappers around the model's functions) would be compiled again for a model built again:
+    another data split, a refit. PyTensor's cache key names the generated code with everything
+    frozen into it (its disk cache relies on that), and the data reach it as arguments (the
+    shared cells), so a function with the same key computes the same thing from them.
+    """
+    key = CACHED_SRC_FUNCTIONS.get(getattr(jit_fn, "py_func", None))
+    if key is None:
+        return jit_fn
+    return _FIRST_OF_KEY.setdefault(key, jit_fn)
 
 
 def _unwrapped(jit_fn: Callable) -> Callable:
@@ -721,10 +742,22 @@ def _cached_line(
         "copy_point": _copy_point,
         "first_as_scalar_array": _first_as_scalar_array,
     }
-    exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
-    jit = numba.njit(nogil=True)
-    along, point = jit(namespace["along"]), jit(namespace["point"])
-    return point, along, (*a_cells, *p_cells), (*a_cells, *f_cells)
+    # The same wrappers for the same functions and cache layout (a model built again), so that
+    # the kernel compiled for them is reused too (see _first_of_its_kind). The key holds the
+    # functions, so an identity is never that of a function since freed.
+    key = (inner_fn, forward_fn, full_fn, update.layer.tobytes(), update.column.tobytes(), source)
+    if key not in _WRAPPERS:
+        exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
+        jit = numba.njit(nogil=True)
+        _WRAPPERS[key] = jit(namespace["point"]), jit(namespace["along"])
+        if len(_WRAPPERS) > _MOST_WRAPPERS:  # functions without a PyTensor key never recur
+            del _WRAPPERS[next(iter(_WRAPPERS))]
+    return (*_WRAPPERS[key], (*a_cells, *p_cells), (*a_cells, *f_cells))
+
+
+#: The wrappers of :func:`_cached_line` per functions and cache layout, the oldest dropped first.
+_WRAPPERS: dict[tuple, tuple[Callable, Callable]] = {}
+_MOST_WRAPPERS = 32
 
 
 #: Most coordinates at which a network's structured line is checked when a step is built.

@@ -104,15 +104,21 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
     """A network with a hierarchical prior: its weights take the structured line and its group
     scales the general one (``pymc_sfp._network_line``). The compiled sweep reads the network
     from a cache it advances after each accepted move (and evaluates the correction's proposal
-    through it), the NumPy sweep computes the network afresh at every call: the same draws."""
-    rng = np.random.default_rng(1)
-    with pm.Model() as model:
-        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
-        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
-        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
-    assert steps[0].kernel == "numba"
-    structured = steps[0].evaluator.structured
-    assert structured is not None and 0 < structured.sum() < len(structured)
-    draws, _ = run(steps[0], model, 5)
-    reference_draws, _ = run(steps[1], model, 5)
-    np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
+    through it), the NumPy sweep computes the network afresh at every call: the same draws.
+    The same model built again on other data reuses the compiled functions, and still makes
+    the NumPy sweep's draws on its own data."""
+    jitted = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        with pm.Model() as model:
+            net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
+            nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
+            steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+        assert steps[0].kernel == "numba"
+        structured = steps[0].evaluator.structured
+        assert structured is not None and 0 < structured.sum() < len(structured)
+        jitted.append(steps[0].evaluator.jitted())
+        draws, _ = run(steps[0], model, 5)
+        reference_draws, _ = run(steps[1], model, 5)
+        np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
+    assert jitted[1].along is jitted[0].along and jitted[1].point is jitted[0].point
