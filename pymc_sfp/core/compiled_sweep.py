@@ -46,13 +46,19 @@ _LOG2 = math.log(2.0)
 _jit = numba.njit(cache=True, nogil=True)
 _jit_uncached = numba.njit(nogil=True)
 
-#: ``resolve_line``'s limits, in the order :func:`_refinement` takes them.
-_REFINEMENT_LIMITS = (
-    sfp.NEGLIGIBLE_MASS,
-    sfp.EDGE_CELL_MASS,
-    sfp.MAX_CELL_MASS,
-    sfp.RESOLUTION_NATS,
-)
+
+def _constants() -> tuple:
+    """The constants of ``core.sfp`` the kernel uses, read at each call: a kernel compiled once
+    is reused for every model built again, so it must not freeze them. ``resolve_line``'s
+    limits are in the order :func:`_refinement` takes them."""
+    return (
+        sfp.REFINEMENT_BUDGET,
+        (sfp.NEGLIGIBLE_MASS, sfp.EDGE_CELL_MASS, sfp.MAX_CELL_MASS, sfp.RESOLUTION_NATS),
+        sfp.DEFENSIVE_WEIGHT,
+        sfp.EDGE_FRACTION,
+        sfp.EDGE_MASS,
+        sfp.ENVELOPE_QUANTILE,
+    )
 
 
 @_jit
@@ -332,15 +338,13 @@ def _copy(x: np.ndarray) -> np.ndarray:
 
 # Inlined into the kernel, its only caller, for the reason the kernel calls ``along`` itself.
 @numba.njit(nogil=True, inline="always")
-def _resolve(along, extra, x, index, nodes, logp, D):
+def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
     """``resolve_line``: refine until the conditional is resolved where it has mass."""
-    budget = sfp.REFINEMENT_BUDGET * len(nodes)
+    budget = budget_factor * len(nodes)
     min_width = _min_width(nodes)
     n_evals = 0
     while True:
-        split, stuck, split_steep, empty = _refinement(
-            nodes, logp, D, min_width, _REFINEMENT_LIMITS
-        )
+        split, stuck, split_steep, empty = _refinement(nodes, logp, D, min_width, limits)
         if empty:
             return nodes, logp, n_evals, True
         midpoints = _midpoints(nodes, split)
@@ -375,13 +379,16 @@ def sweep_kernel(
     order,
     track,
     uniforms,
+    constants,
 ):
     """One sweep in machine code: :func:`pymc_sfp.core.sfp.sweep` for the quadrature solver.
 
     ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as ``track_quantiles``
-    (all ``False`` for none). Returns the new position and log-density, then the counts and
-    arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
+    (all ``False`` for none); ``constants`` those of :func:`_constants`. Returns the new
+    position and log-density, then the counts and arrays of
+    :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
     """
+    budget_factor, limits, defensive_weight, edge_fraction, edge_mass, envelope_quantile = constants
     x = _copy(x)
     n = len(x)
     n_report = len(report_points)
@@ -398,7 +405,9 @@ def sweep_kernel(
         (line,) = along(x, _index_array(i), points, *along_extra)
         logp = _float64_copy(line)
         evaluations += len(points)
-        nodes, logp, n_new, resolved = _resolve(along, along_extra, x, i, nodes, logp, D)
+        nodes, logp, n_new, resolved = _resolve(
+            along, along_extra, x, i, nodes, logp, D, budget_factor, limits
+        )
         evaluations += n_new
         unresolved[i] = not resolved
         cdf, slopes = _quadrature(nodes, logp, D)
@@ -413,16 +422,14 @@ def sweep_kernel(
             continue
 
         u = uniforms[i]
-        if correct and u[0] < sfp.DEFENSIVE_WEIGHT:
+        if correct and u[0] < defensive_weight:
             proposal = a + (b - a) * u[1]
         else:
             proposal = _ppf(nodes, cdf, slopes, u[1])
         if interval[i]:
             proposal = min(max(proposal, a + margin), b - margin)
         if correct:
-            log_q_proposal = _proposal_logpdf(
-                nodes, cdf, slopes, proposal, a, b, sfp.DEFENSIVE_WEIGHT
-            )
+            log_q_proposal = _proposal_logpdf(nodes, cdf, slopes, proposal, a, b, defensive_weight)
             current = x[i]
             x[i] = proposal
             (value,) = point(x, *point_extra)
@@ -434,7 +441,7 @@ def sweep_kernel(
                 log_ratio = -np.inf
             else:
                 log_q_current = _proposal_logpdf(
-                    nodes, cdf, slopes, current, a, b, sfp.DEFENSIVE_WEIGHT
+                    nodes, cdf, slopes, current, a, b, defensive_weight
                 )
                 log_ratio = (logp_proposal - logp_current) / D - (log_q_proposal - log_q_current)
             if math.log(u[2]) < log_ratio:
@@ -447,12 +454,12 @@ def sweep_kernel(
 
         if watch_edges[i]:
             span = nodes[-1] - nodes[0]
-            low_mass = _cdf_at(nodes, cdf, slopes, nodes[0] + sfp.EDGE_FRACTION * span)
-            high_mass = 1.0 - _cdf_at(nodes, cdf, slopes, nodes[-1] - sfp.EDGE_FRACTION * span)
-            edge_low[i], edge_high[i] = low_mass > sfp.EDGE_MASS, high_mass > sfp.EDGE_MASS
+            low_mass = _cdf_at(nodes, cdf, slopes, nodes[0] + edge_fraction * span)
+            high_mass = 1.0 - _cdf_at(nodes, cdf, slopes, nodes[-1] - edge_fraction * span)
+            edge_low[i], edge_high[i] = low_mass > edge_mass, high_mass > edge_mass
             if track[i] and not (edge_low[i] or edge_high[i]):
-                quantiles[0, i] = _ppf(nodes, cdf, slopes, sfp.ENVELOPE_QUANTILE)
-                quantiles[1, i] = _ppf(nodes, cdf, slopes, 1 - sfp.ENVELOPE_QUANTILE)
+                quantiles[0, i] = _ppf(nodes, cdf, slopes, envelope_quantile)
+                quantiles[1, i] = _ppf(nodes, cdf, slopes, 1 - envelope_quantile)
         for k in range(n_report):
             report_cdf[i, k] = _cdf_at(nodes, cdf, slopes, report_grid[i, k])
     return (
@@ -534,6 +541,7 @@ def compiled_sweep(
         if track_quantiles is None
         else np.asarray(track_quantiles, dtype=np.bool_),
         uniforms,
+        _constants(),
     )
     info = SweepInfo(
         n_accepted=int(accepted),
