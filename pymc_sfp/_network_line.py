@@ -14,8 +14,10 @@ by ``δ · u`` for a fixed input column ``u``, so along the line:
   ``tanh``, and its change is carried into the next layer along row ``j`` of that layer's weights
   (``O(n · units)``); for the last hidden layer that gives the logits (``O(n · outputs)``);
 * the terms of the log-density that read the network (its likelihood) are evaluated on those
-  ``G`` logits; the prior is the cached one plus the change of the weight's own term, the only
-  prior term that reads it, evaluated for that one element (``O(G)``).
+  ``G`` logits; the prior is the cached one plus the change of the weight's own terms, the only
+  prior terms that read it, evaluated for that one element (``O(G)``): its distribution's, and
+  its term of each potential marked elementwise (:func:`mark_elementwise`, e.g. the tabulated
+  prior of SFP-I).
 
 The cache is computed once per sweep (``O(n · W)``) and, after an accepted move, advanced by
 the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`). For a network with
@@ -50,12 +52,58 @@ from pymc_sfp.nn.network import Network, networks_of
 if TYPE_CHECKING:
     from pymc_sfp.compile import CoordinateLayout
 
-__all__ = ["GENERAL", "OUTSIDE", "CacheUpdate", "NetworkLine", "network_line", "rows_along"]
+__all__ = [
+    "GENERAL",
+    "OUTSIDE",
+    "CacheUpdate",
+    "ElementwiseTerms",
+    "NetworkLine",
+    "mark_elementwise",
+    "network_line",
+    "rows_along",
+]
 
 #: ``layer`` of a coordinate that does not reach the network's logits.
 OUTSIDE = -1
 #: ``layer`` of a coordinate that moves several weights at once (the general evaluation).
 GENERAL = -2
+
+
+@dataclass(frozen=True)
+class ElementwiseTerms:
+    """A potential that is a sum of terms of one free variable's elements, one per element.
+
+    Attributes
+    ----------
+    var : TensorVariable
+        The free variable.
+    terms : callable
+        ``terms(value)``: the terms at ``value`` (shaped like ``var``), elementwise; the
+        potential is their sum.
+    element : callable
+        ``element(values, i)``: the term of element ``i`` (a 0-d int64 flat index, C order)
+        at each of ``values`` (a vector), a vector. It may read constants and data
+        (``pm.Data``), but no model variable.
+    """
+
+    var: pt.TensorVariable
+    terms: Callable[[pt.TensorVariable], pt.TensorVariable]
+    element: Callable[[pt.TensorVariable, pt.TensorVariable], pt.TensorVariable]
+
+
+def mark_elementwise(
+    potential: pt.TensorVariable,
+    var: pt.TensorVariable,
+    terms: Callable[[pt.TensorVariable], pt.TensorVariable],
+    element: Callable[[pt.TensorVariable, pt.TensorVariable], pt.TensorVariable],
+) -> None:
+    """Declare ``potential`` (of the model) to be ``Σ terms(var)``, :class:`ElementwiseTerms`.
+
+    The structured line then evaluates the change of one element's term instead of the whole
+    potential. The declaration is checked like the rest of the line: at construction the line
+    is compared with the model's log-density, and a line that disagrees is not used.
+    """
+    potential.tag.elementwise_terms = ElementwiseTerms(var, terms, element)
 
 
 @dataclass(frozen=True)
@@ -76,7 +124,9 @@ class NetworkLine:
         Float64 inputs of :attr:`along` and :attr:`advance`: the network at ``x``, each layer's
         summed input (``(n, units)``, the last one the logits), then each hidden layer's output;
         then the prior's log-density at ``x`` (``(1, 1)``: every term but the likelihood, the
-        log-Jacobians included) and, per coordinate, the derivative of the weight or bias it
+        log-Jacobians included), with the ``-inf`` terms of elementwise potentials left out and
+        counted in the next entry (``(1, 1)``; so that a weight whose own term is ``-inf`` at
+        ``x`` still gets its line), and, per coordinate, the derivative of the weight or bias it
         moves (``(1, N)``; a weight is linear in its coordinate, so it changes only when a
         coordinate without a layer moves).
     forward : tuple of TensorVariable
@@ -164,29 +214,44 @@ def network_line(
         split = _split_log_density(model, network)
         if split is None:
             continue
-        prior, likelihood, placeholder = split
+        others, likelihood, placeholder = split
         coordinates = _coordinates(model, network, layout, value_vars, likelihood)
         if coordinates is None:
             continue
         n_layers = len(network.weights)
         sources = list(coordinates.sources.items())
-        params = [source.owner.op.dist_params(source.owner) for _, (source, _) in sources]
+        params = [source.owner.op.dist_params(source.owner) for _, (source, _, _) in sources]
+        marked = {p: terms for _, (_, _, ms) in sources for p, terms in ms}
+        # The marked potentials' terms are cached apart: their finite part and a count of the
+        # -inf ones (``model.logp`` would only give their sum).
+        prior = model.logp(vars=[*model.free_RVs, *(t for t in others if t not in marked)])
+        terms = [m.terms(m.var) for m in marked.values()]
         graphs, log_jacobian = join(
             [
                 prior,
                 likelihood,
                 *model.replace_rvs_by_values(
-                    [*network.weights, *network.biases, *(p for ps in params for p in ps)]
+                    [
+                        *terms,
+                        *network.weights,
+                        *network.biases,
+                        *(p for ps in params for p in ps),
+                    ]
                 ),
             ]
         )
         prior_x, likelihood_x = graphs[0] - log_jacobian, graphs[1]
-        weights_x, biases_x = graphs[2 : 2 + n_layers], graphs[2 + n_layers : 2 + 2 * n_layers]
-        params_x = iter(graphs[2 + 2 * n_layers :])
+        rest = graphs[2:]
+        terms_x, rest = rest[: len(terms)], rest[len(terms) :]
+        weights_x, biases_x = rest[:n_layers], rest[n_layers : 2 * n_layers]
+        params_x = iter(rest[2 * n_layers :])
         own = {
-            key: (source, [next(params_x) for _ in ps], shape)
-            for (key, (source, shape)), ps in zip(sources, params, strict=True)
+            key: (source, [next(params_x) for _ in ps], shape, [m for _, m in marks])
+            for (key, (source, shape, marks)), ps in zip(sources, params, strict=True)
         }
+        finite_x = pt.add(0.0, *(pt.sum(_finite(t)) for t in terms_x))
+        infinite_x = pt.add(0.0, *(pt.sum(_infinite(t)) for t in terms_x))
+        full_prior_x = prior_x + pt.add(0.0, *(pt.sum(t) for t in terms_x))
         inputs_x, summed_x = _forward(network, weights_x, biases_x)
         # Each weight or bias with a layer is a function of its own coordinate alone, so the
         # derivative of their sum in its coordinate is its own; the others' (a group scale's)
@@ -203,13 +268,15 @@ def network_line(
         forward = (
             *summed_x,
             *inputs_x[1:n_layers],
-            pt.reshape(prior_x, (1, 1)),
+            pt.reshape(prior_x + finite_x, (1, 1)),
+            pt.reshape(infinite_x, (1, 1)),
             derivative_x[None, :],
         )
         names = [
             *(f"summed{k}" for k in range(n_layers)),
             *(f"hidden{k}" for k in range(n_layers - 1)),
             "prior",
+            "infinite",
             "derivative",
         ]
         cache = tuple(pt.matrix(f"{network.name}_{name}", dtype=float) for name in names)
@@ -236,15 +303,20 @@ def network_line(
             moved = served(kind == lay)
             logits, unit, later = net.logits_along(int(lay), moved - x[index])
             # The prior at x (float64 in the cache, so that advancing it loses nothing) and
-            # the change of the weight's own term, the only prior term that reads it.
-            prior_rows = cache[-2][0, 0] + net.own_change(int(lay), moved, x[index])
+            # the change of the weight's own terms, the only prior terms that read it.
+            change, infinite_change = net.own_change(int(lay), moved, x[index])
+            finite_rows = cache[-3][0, 0] + change
+            infinite_rows = cache[-2][0, 0] + infinite_change
+            prior_rows = pt.switch(pt.gt(infinite_rows, 0.0), -np.inf, finite_rows)
             likelihood_rows = vectorize_graph(likelihood_x, {placeholder: logits})
             parts.append((prior_rows + likelihood_rows).astype(logp.dtype))
-            moves[int(lay)] = (unit, later, prior_rows)
+            moves[int(lay)] = (unit, later, (finite_rows, infinite_rows))
         if np.any(kind == OUTSIDE):  # the logits stay as they are
             rows = rows_along(x, index, served(kind == OUTSIDE))
             logits = pt.repeat(net.summed[-1][None], rows.shape[0], axis=0)
-            parts.append(vectorize_graph(prior_x + likelihood_x, {x: rows, placeholder: logits}))
+            parts.append(
+                vectorize_graph(full_prior_x + likelihood_x, {x: rows, placeholder: logits})
+            )
         if np.any(kind == GENERAL):
             parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == GENERAL))}))
         along = parts[0] if len(parts) == 1 else pt.concatenate(parts)
@@ -265,11 +337,12 @@ def rows_along(
 
 def _split_log_density(
     model: pm.Model, network: Network
-) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable] | None:
+) -> tuple[list, pt.TensorVariable, pt.TensorVariable] | None:
     """``model.logp()`` as ``prior + likelihood(logits)`` with the logits a placeholder input.
 
     The likelihood is every observed variable and potential that reads the network's logits,
-    rebuilt on the placeholder; the prior is every other term. ``None`` if no term reads them.
+    rebuilt on the placeholder; the prior is the free variables' terms and the other observed
+    variables and potentials, returned as the list of those. ``None`` if no term reads them.
     """
     logits = network.logits
     terms = [*model.observed_RVs, *model.potentials]
@@ -287,9 +360,7 @@ def _split_log_density(
         else:
             pieces.append(pt.sum(pm.logp(rebuilt, model.rvs_to_values[term])))
     [likelihood] = model.replace_rvs_by_values([pt.add(*pieces)])
-    others = [term for term in terms if term not in reads]
-    prior = model.logp(vars=[*model.free_RVs, *others])
-    return prior, likelihood, placeholder
+    return [term for term in terms if term not in reads], likelihood, placeholder
 
 
 @dataclass(frozen=True)
@@ -297,13 +368,16 @@ class _Coordinates:
     """Per coordinate: the layer whose weight or bias it moves (or ``OUTSIDE``/``GENERAL``),
     whether it is a bias, and the weight's row ``k`` and column ``j`` (the unit it feeds); and
     per ``(layer, is bias)`` whose coordinates have a layer, the free variable they are the
-    elements of and its shape."""
+    elements of, its shape, and the potentials marked elementwise in it with their terms."""
 
     layer: np.ndarray
     is_bias: np.ndarray
     row: np.ndarray
     column: np.ndarray
-    sources: dict[tuple[int, bool], tuple[pt.TensorVariable, tuple[int, ...]]]
+    sources: dict[
+        tuple[int, bool],
+        tuple[pt.TensorVariable, tuple[int, ...], list[tuple[pt.TensorVariable, ElementwiseTerms]]],
+    ]
 
 
 def _coordinates(
@@ -340,7 +414,8 @@ def _coordinates(
             if value is None or value.name not in where or value in read_by_likelihood:
                 continue
             slc, shape = where[value.name]
-            if not _own_term(model, network, source, bool(layout.interval[slc].all())):
+            marks = _elementwise_potentials(model, source)
+            if not _own_term(model, network, source, bool(layout.interval[slc].all()), marks):
                 continue
             positions = np.arange(slc.stop - slc.start)
             layer[slc], is_bias[slc] = lay, bias
@@ -348,32 +423,66 @@ def _coordinates(
                 column[slc] = positions
             else:
                 row[slc], column[slc] = np.unravel_index(positions, shape)
-            sources[lay, bias] = (source, tuple(shape))
+            sources[lay, bias] = (source, tuple(shape), marks)
     return _Coordinates(layer, is_bias, row, column, sources) if sources else None
 
 
-def _own_term(model: pm.Model, network: Network, source: pt.TensorVariable, interval: bool) -> bool:
-    """Whether the prior reads ``source`` only through its own elementwise term, and that term,
-    in the sampling coordinates, is the distribution's log-density at the coordinate: a
+def _own_term(
+    model: pm.Model,
+    network: Network,
+    source: pt.TensorVariable,
+    interval: bool,
+    marks: list[tuple[pt.TensorVariable, ElementwiseTerms]],
+) -> bool:
+    """Whether the prior reads ``source`` only through its own elementwise terms, and its own
+    term, in the sampling coordinates, is the distribution's log-density at the coordinate: a
     ``Normal`` without a transform, or a ``Uniform`` sampled on its own scale (``interval``,
-    whose log-Jacobian cancels the transform's). (The terms that read the logits reach
-    ``source`` through the network; the caller checks that the likelihood rebuilt on them does
-    not.)"""
+    whose log-Jacobian cancels the transform's). Potentials that read it must be marked
+    elementwise in it (``marks``). (The terms that read the logits reach ``source`` through
+    the network; the caller checks that the likelihood rebuilt on them does not.)"""
     op = source.owner.op
     own = (isinstance(op, NormalRV) and model.rvs_to_transforms.get(source) is None) or (
         isinstance(op, UniformRV) and interval
     )
     other_free = [rv for rv in model.free_RVs if rv is not source]
+    marked = {potential for potential, _ in marks}
     prior_terms = [
         term
         for term in [*model.observed_RVs, *model.potentials]
-        if network.logits not in ancestors([term])
+        if network.logits not in ancestors([term]) and term not in marked
     ]
     return (
         own
         and not any(source in ancestors(rv.owner.inputs) for rv in other_free)
         and not any(source in ancestors([term]) for term in prior_terms)
     )
+
+
+def _elementwise_potentials(
+    model: pm.Model, source: pt.TensorVariable
+) -> list[tuple[pt.TensorVariable, ElementwiseTerms]]:
+    """The potentials of ``model`` marked elementwise in ``source`` (:func:`mark_elementwise`)
+    whose element term reads no model variable, with their terms."""
+    model_vars = {*model.free_RVs, *model.value_vars}
+    marks = []
+    for potential in model.potentials:
+        terms = getattr(potential.tag, "elementwise_terms", None)
+        if terms is None or terms.var is not source:
+            continue
+        probe = terms.element(pt.vector(dtype="float64"), pt.scalar(dtype="int64"))
+        if not model_vars.intersection(ancestors([probe])):
+            marks.append((potential, terms))
+    return marks
+
+
+def _finite(terms: pt.TensorVariable) -> pt.TensorVariable:
+    """``terms`` with their ``-inf`` entries set to zero, float64 (they are counted apart)."""
+    return pt.switch(pt.eq(terms, -np.inf), 0.0, terms).astype("float64")
+
+
+def _infinite(terms: pt.TensorVariable) -> pt.TensorVariable:
+    """1 where ``terms`` is ``-inf``, else 0, float64."""
+    return pt.eq(terms, -np.inf).astype("float64")
 
 
 def _elementwise_source(model: pm.Model, param: pt.TensorVariable) -> pt.TensorVariable | None:
@@ -405,9 +514,9 @@ class _NetworkAt:
     ``weights`` and ``biases`` are graphs of ``x``; ``inputs`` (``X``, then each hidden layer's
     output), ``summed`` (each layer's summed input) and ``derivative`` (per coordinate, the
     derivative of the weight or bias it moves, ``(N,)``) are read from the cache; ``own`` maps
-    ``(layer, is bias)`` to the free variable, its distribution's parameters as graphs of ``x``
-    and its shape (:attr:`_Coordinates.sources`). Every graph here costs ``O(1)`` in the number
-    of coordinates."""
+    ``(layer, is bias)`` to the free variable, its distribution's parameters as graphs of ``x``,
+    its shape and its elementwise potentials' terms (:attr:`_Coordinates.sources`). Every
+    graph here costs ``O(1)`` in the number of coordinates."""
 
     weights: list
     biases: list
@@ -416,7 +525,9 @@ class _NetworkAt:
     derivative: pt.TensorVariable
     index: pt.TensorVariable
     coordinates: _Coordinates
-    own: dict[tuple[int, bool], tuple[pt.TensorVariable, list, tuple[int, ...]]]
+    own: dict[
+        tuple[int, bool], tuple[pt.TensorVariable, list, tuple[int, ...], list[ElementwiseTerms]]
+    ]
 
     def unit(self, lay: int) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
         """Whether coordinate ``index`` is a bias, and the row ``k`` and column ``j`` of its
@@ -468,28 +579,42 @@ class _NetworkAt:
 
     def own_change(
         self, lay: int, values: pt.TensorVariable, current: pt.TensorVariable
-    ) -> pt.TensorVariable:
+    ) -> tuple[pt.TensorVariable, pt.TensorVariable]:
         """The change of the prior when coordinate ``index`` (of layer ``lay``) moves from
-        ``current`` to each of ``values``: the change of its own term (:func:`_own_term`),
-        float64, ``(G,)``."""
+        ``current`` to each of ``values``, float64, ``(G,)``, in two parts: the change of its own
+        terms (:func:`_own_term`) but for the ``-inf`` terms of elementwise potentials, and the
+        change of the number of those."""
         bias, k, j = self.unit(lay)
-        terms = {}
+        changes = {}
         for is_bias, element in ((False, (k, j)), (True, (j,))):
             if (lay, is_bias) not in self.own:
                 continue
-            source, params, shape = self.own[lay, is_bias]
+            source, params, shape, marks = self.own[lay, is_bias]
             # The element's own distribution, so that its term costs O(1), not O(size).
             _, rv = source.owner.op(
-                *(pt.broadcast_to(p, shape)[element] for p in params), return_next_rng=True
+                *(pt.broadcast_to(p, shape)[element] for p in params),
+                rng=source.owner.inputs[0],
+                return_next_rng=True,
             )
-            terms[is_bias] = pm.logp(rv, values) - pm.logp(rv, current)
-        weight_term = terms.get(False, terms.get(True))
-        bias_term = terms.get(True, weight_term)
-        return pt.switch(bias, bias_term, weight_term).astype("float64")
+            change = (pm.logp(rv, values) - pm.logp(rv, current)).astype("float64")
+            infinite = pt.zeros_like(change)
+            flat = k * shape[1] + j if len(element) == 2 else j
+            for terms in marks:
+                new = terms.element(values, flat)
+                old = terms.element(current[None], flat)[0]
+                change = change + _finite(new) - _finite(old)
+                infinite = infinite + _infinite(new) - _infinite(old)
+            changes[is_bias] = (change, infinite)
+        weight = changes.get(False, changes.get(True))
+        bias_change = changes.get(True, weight)
+        return tuple(
+            pt.switch(bias, b, w).astype("float64")
+            for w, b in zip(weight, bias_change, strict=True)
+        )
 
 
 def _advance(
-    moves: dict[int, tuple[pt.TensorVariable, list, pt.TensorVariable]], n_layers: int
+    moves: dict[int, tuple[pt.TensorVariable, list, tuple[pt.TensorVariable, ...]]], n_layers: int
 ) -> tuple[list, dict[int, tuple[tuple[int, int, bool], ...]]]:
     """What changes in the cache (:attr:`NetworkLine.cache`) when a weight or bias of some layer
     moves to the first of the line's values: the outputs, and per layer where they go.
@@ -497,14 +622,14 @@ def _advance(
     For a coordinate of layer ``l`` feeding unit ``j``: column ``j`` of layer ``l``'s summed
     input and of its output, every later layer whole, and the prior, each taken from the line's
     first row (``moves``: per layer, the moved unit and later layers of
-    :meth:`_NetworkAt.moved` and the prior along the line), so that they cost next to nothing
-    besides the line. A write is ``(output, cache array, whole)``, of the output's first row;
-    ``whole=False`` writes column ``j``. Only the coordinate's own layer is written, so that a
-    move costs ``O(n · outputs)`` for a network with one hidden layer."""
+    :meth:`_NetworkAt.moved` and the prior's two parts along the line), so that they cost next
+    to nothing besides the line. A write is ``(output, cache array, whole)``, of the output's
+    first row; ``whole=False`` writes column ``j``. Only the coordinate's own layer is written,
+    so that a move costs ``O(n · outputs)`` for a network with one hidden layer."""
     outputs: list = []
     plan = {}
     prior_at = 2 * n_layers - 1
-    for lay, (unit, later, prior_rows) in moves.items():
+    for lay, (unit, later, prior_parts) in moves.items():
         writes = []
 
         def put(value: pt.TensorVariable, target: int, whole: bool) -> None:
@@ -518,6 +643,7 @@ def _advance(
             put(moved[:1], deeper, True)
             if deeper < n_layers - 1:
                 put(pt.tanh(moved[:1]), n_layers + deeper, True)
-        put(prior_rows[:1], prior_at, True)
+        for offset, part in enumerate(prior_parts):
+            put(part[:1], prior_at + offset, True)
         plan[lay] = tuple(writes)
     return outputs, plan

@@ -59,6 +59,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
+from pytensor.tensor.type import float_dtypes
 
 from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
 from pymc_sfp.core.sfp import open_interval
@@ -558,15 +559,17 @@ def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tupl
         raise NotImplementedError(
             "the log-density has shared inputs that are not arrays (e.g. random generators)"
         )
-    return _unwrapped(_first_of_its_kind(jit_fn)), cells
+    return _first_of_its_kind(jit_fn), cells
 
 
-#: Per process, the first Numba function PyTensor gave for each of its cache keys.
+#: Per process, the callable for jitted code of the first Numba function PyTensor gave for each
+#: of its cache keys.
 _FIRST_OF_KEY: dict[str, Callable] = {}
 
 
 def _first_of_its_kind(jit_fn: Callable) -> Callable:
-    """The first function this process saw with ``jit_fn``'s PyTensor cache key, else ``jit_fn``.
+    """The callable for jitted code (:func:`_unwrapped`) of the first function this process saw
+    with ``jit_fn``'s PyTensor cache key; for a function without a key, that of ``jit_fn``.
 
     PyTensor gives a new Numba function for every compilation, even of the same graph, and
     Numba types a function argument by the function's identity, so the sweep kernel (and the
@@ -574,11 +577,18 @@ def _first_of_its_kind(jit_fn: Callable) -> Callable:
     another data split, a refit. PyTensor's cache key names the generated code with everything
     frozen into it (its disk cache relies on that), and the data reach it as arguments (the
     shared cells), so a function with the same key computes the same thing from them.
+
+    The callable is chosen once per key: whether :func:`_unwrapped` can unwrap a function
+    changes when the function is first called (from Python or from a kernel), so choosing it
+    again would give a model built again another callable, and its kernel would be compiled
+    again.
     """
     key = CACHED_SRC_FUNCTIONS.get(getattr(jit_fn, "py_func", None))
     if key is None:
-        return jit_fn
-    return _FIRST_OF_KEY.setdefault(key, jit_fn)
+        return _unwrapped(jit_fn)
+    if key not in _FIRST_OF_KEY:
+        _FIRST_OF_KEY[key] = _unwrapped(jit_fn)
+    return _FIRST_OF_KEY[key]
 
 
 def _unwrapped(jit_fn: Callable) -> Callable:
@@ -852,7 +862,14 @@ class LineEvaluator:
                 kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
                 self._along = _compile(inputs, [line.along, *line.advance], kwargs)
                 self._network = (_compile([x], list(line.forward), kwargs), line.update)
-                if self._structure_agrees(line, layout, x0, np.finfo(logp_x.dtype).eps):
+                # The cache may be of a lower precision than the log-density (a float32 network
+                # under float64 data): its tolerance is the lower precision's.
+                eps = max(
+                    np.finfo(v.dtype).eps
+                    for v in (logp_x, *line.forward)
+                    if v.dtype in float_dtypes
+                )
+                if self._structure_agrees(line, layout, x0, eps):
                     return
                 self._network = None
             elif networks_of(graph.model):

@@ -12,6 +12,9 @@ import pytest
 
 from pymc_sfp import _network_line, nn
 from pymc_sfp.compile import LineEvaluator, coordinate_layout, step_graph
+from pymc_sfp.learning import marginal_prior
+from pymc_sfp.learning.tabulated_prior import static_shape
+from pymc_sfp.marginals import Marginal
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(40, 3))
@@ -132,18 +135,32 @@ def test_a_wrong_split_is_caught_and_falls_back(monkeypatch, caplog):
     assert "SFP evaluates lines in full" in caplog.text
 
 
-def test_float32_network_uses_its_structure():
+@pytest.mark.parametrize("tabulated", [False, True])
+def test_float32_network_uses_its_structure(tabulated):
     """A float32 model sums the same terms in another order: the check at construction allows
-    for float32 rounding, and the line agrees with the log-density to it."""
+    for float32 rounding, and the line agrees with the log-density to it. Under SFP-I's
+    tabulated prior the log-density is float64 (the tables are) and the network float32: the
+    check allows for the network's rounding."""
     with pytensor.config.change_flags(floatX="float32"):
         with pm.Model() as model:
-            net = nn.mlp(X.astype("float32"), (3, 2, 3), output="softmax", prior="group")
+            prior = "uniform" if tabulated else "group"
+            net = nn.mlp(X.astype("float32"), (3, 2, 3), output="softmax", prior=prior)
             nn.categorical_likelihood(net, LABELS)
+            for var in [*net.weights, *net.biases] if tabulated else []:
+                marginals = np.empty(static_shape(var, model), dtype=object)
+                for idx in np.ndindex(marginals.shape):
+                    marginals[idx] = Marginal(np.linspace(-1, 1, 30), np.linspace(0, 1, 30))
+                marginal_prior(var, marginals)
         line, layout, graph = evaluator(model)
     assert line.structure_note == "network 'net'"
+    assert tabulated == layout.interval.all()
     x = layout.from_value(graph.start) + 0.2
     for i in range(layout.size):
-        assert_line_is_the_log_density(line, x, i, x[i] + np.linspace(-1.0, 1.0, 4), rtol=1e-5)
+        if layout.interval[i]:  # within the box, where the log-density is defined
+            values = np.linspace(layout.lower[i] + 0.01, layout.upper[i] - 0.01, 4)
+        else:
+            values = x[i] + np.linspace(-1.0, 1.0, 4)
+        assert_line_is_the_log_density(line, x, i, values, rtol=1e-5)
 
 
 def test_weights_another_term_reads_take_the_general_line():
@@ -208,3 +225,46 @@ def test_cached_functions_follow_the_point_they_are_called_at():
             values = x[i] + np.linspace(-0.5, 0.5, 3)
             got = jitted.along(x, np.asarray(i, dtype=np.int64), values, *along_extra)[0]
             np.testing.assert_allclose(got, line.along(x, i, values)[0], rtol=1e-12, err_msg=str(i))
+
+
+def test_the_tabulated_prior_of_sfp_i_keeps_the_weights_structured():
+    """``marginal_prior`` (Berrones Eq. 21) puts a potential on every weight and bias, marked
+    elementwise: every coordinate keeps the structured line, which reads one row of the table.
+    Some marginals cover only part of the box, and the point stands outside one or two of them
+    (the prior there is ``-inf``): every line is still the log-density (along the one weight
+    outside its range, finite where it moves back inside), and the cache advanced into and out
+    of a marginal's range is the network computed afresh."""
+    rng = np.random.default_rng(1)
+    with pm.Model() as model:
+        net = nn.mlp(X, (3, 3, 1), prior="uniform")
+        nn.gaussian_likelihood(net, TARGETS, sigma=1.0)
+        for var in [*net.weights, *net.biases]:
+            shape = static_shape(var, model)
+            marginals = np.empty(shape, dtype=object)
+            for idx in np.ndindex(shape):
+                low, high = np.sort(rng.uniform(-1.0, 1.0, 2)) if rng.random() < 0.5 else (-1, 1)
+                points = np.linspace(low, high, 30)
+                marginals[idx] = Marginal(points, np.linspace(0, 1, 30) ** rng.uniform(0.5, 2))
+            marginal_prior(var, marginals)
+    line, layout, _ = evaluator(model)
+    assert line.structure_note == "network 'net'" and line.structured.all()
+    ranges = np.empty((layout.size, 2))
+    for name, slc in zip(layout.rv_names, layout.slices, strict=True):
+        ranges[slc, 0] = model[f"{name}_marginal_prior_lower"].get_value()
+        ranges[slc, 1] = model[f"{name}_marginal_prior_upper"].get_value()
+    narrow = np.flatnonzero((ranges[:, 0] > -0.9) & (ranges[:, 1] < 0.9))
+    assert len(narrow) >= 2
+    inside = ranges.mean(axis=1)
+    for outside in (narrow[:1], narrow[:2]):  # the prior at x is -inf for one or two weights
+        x = inside.copy()
+        x[outside] = 0.95
+        for i in range(layout.size):
+            values = np.linspace(layout.lower[i] + 0.01, layout.upper[i] - 0.01, 9)
+            assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
+            along = line.along(x, i, values)[0]
+            if len(outside) == 1 and i == outside[0]:  # back inside its range
+                assert np.isfinite(along).any() and np.isneginf(along).any()
+            else:
+                assert np.isneginf(along).all()
+            for value in (inside[i], 0.99):  # into the marginal's range, and out of it
+                assert_advanced_network_is_the_network(line, x, i, value)

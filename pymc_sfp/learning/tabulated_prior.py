@@ -15,6 +15,8 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_sfp._network_line import mark_elementwise
+
 __all__ = ["interpolated_log_density", "log_density_table", "marginal_prior"]
 
 
@@ -166,6 +168,16 @@ def marginal_prior(
     lower_data = pm.Data(f"{name}_lower", lower)
     upper_data = pm.Data(f"{name}_upper", upper)
     table_data = pm.Data(f"{name}_logpdf", table)
-    return pm.Potential(
-        name, pt.sum(interpolated_log_density(var, lower_data, upper_data, table_data))
-    )
+
+    def terms(value: TensorVariable) -> TensorVariable:
+        return interpolated_log_density(value, lower_data, upper_data, table_data)
+
+    def element(values: TensorVariable, i: TensorVariable) -> TensorVariable:
+        return interpolated_log_density(
+            values[:, None], lower_data[i][None], upper_data[i][None], table_data[i][None]
+        )[:, 0]
+
+    potential = pm.Potential(name, pt.sum(terms(var)))
+    # SFP's line along one weight then reads that weight's row of the table alone.
+    mark_elementwise(potential, var, terms, element)
+    return potential

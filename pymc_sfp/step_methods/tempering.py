@@ -379,6 +379,8 @@ class ParallelTempering(ArrayStepShared):
         self._stop_explorers()
         rates = self.swap_record.rejection_rates
         if self.n_draws and np.all(np.isfinite(rates)):
+            # Without adaptation no tuning round has estimated it yet.
+            self._update_barrier()
             # Theorem 1: DEO makes (2 + 2 Σ r / (1 − r))⁻¹ round trips per draw.
             odds = np.sum(rates / np.maximum(1.0 - rates, 1e-12))
             expected = self.n_draws / (2.0 + 2.0 * odds)

@@ -8,9 +8,12 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from numba.core.caching import NullCache
-from pymc.blocking import DictToArrayBijection
+from pymc.blocking import DictToArrayBijection, RaveledVars
 
 from pymc_sfp import SFPStep, nn
+from pymc_sfp.learning import marginal_prior
+from pymc_sfp.learning.tabulated_prior import static_shape
+from pymc_sfp.marginals import Marginal
 
 
 def small_model():
@@ -80,6 +83,33 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct):
                 assert compiled[name] == value, name
     np.testing.assert_allclose(steps[0].box_lower, steps[1].box_lower, **close)
     np.testing.assert_allclose(steps[0].box_upper, steps[1].box_upper, **close)
+
+
+def test_compiled_sweep_makes_the_numpy_sweeps_draws_under_a_tabulated_prior():
+    """SFP-I's prior (``marginal_prior``, Eq. 21) on every weight and bias keeps them on the
+    structured line. One weight's marginal excludes the start, so the prior there is ``-inf``
+    (the line counts such terms in the cache instead of summing them): the compiled sweep, which
+    advances that count with the rest of the cache, makes the NumPy sweep's draws, and the chain
+    leaves the start."""
+    rng = np.random.default_rng(4)
+    broad = Marginal(np.linspace(-1.0, 1.0, 5), np.linspace(0.0, 1.0, 5) ** 2)
+    with pm.Model() as model:
+        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="uniform")
+        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
+        for var in [*net.weights, *net.biases]:
+            marginals = np.full(static_shape(var, model), broad, dtype=object)
+            if var is net.weights[0]:
+                marginals.flat[0] = Marginal(np.array([0.2, 0.8]), np.array([0.0, 1.0]))
+            marginal_prior(var, marginals)
+        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+    assert steps[0].kernel == "numba" and steps[0].evaluator.structured.all()
+    draws, _ = run(steps[0], model, 5)
+    reference_draws, _ = run(steps[1], model, 5)
+    np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
+    logp = model.compile_logp()
+    start = DictToArrayBijection.map(model.initial_point())
+    last = DictToArrayBijection.rmap(RaveledVars(draws[-1], start.point_map_info))
+    assert np.isneginf(logp(model.initial_point())) and np.isfinite(logp(last))
 
 
 def test_falls_back_with_its_reason():

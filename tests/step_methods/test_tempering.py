@@ -352,6 +352,10 @@ def test_reproducible_with_random_seed_and_across_cores(two_modes):
 def test_round_trip_warning_when_draws_are_too_few(two_modes):
     with pytest.warns(RoundTripWarning, match="round trips"):
         sample(two_modes, ParallelTempering, draws=5, tune=40, chains=1)
+    # A fixed schedule: no tuning round estimated the barrier, the warning does from the swaps.
+    fixed = functools.partial(ParallelTempering, n_chains=4, adapt_schedule=False)
+    with pytest.warns(RoundTripWarning, match=r"barrier Λ ≈ \d+\.\d\d\)"):
+        sample(two_modes, fixed, draws=5, tune=40, chains=1)
 
 
 def test_log_evidence_refuses_other_runs():
