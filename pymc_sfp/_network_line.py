@@ -16,8 +16,9 @@ by ``δ · u`` for a fixed input column ``u``, so along the line:
 * the terms of the log-density that read the network (its likelihood) are evaluated on those
   ``G`` logits; the prior is the cached one plus the change of the weight's own terms, the only
   prior terms that read it, evaluated for that one element (``O(G)``): its distribution's, and
-  its term of each potential marked elementwise (:func:`mark_elementwise`, e.g. the tabulated
-  prior of SFP-I).
+  its term of each potential that is a sum of one term per element (marked so by
+  :func:`mark_elementwise`, e.g. the tabulated prior of SFP-I, or recognised from its graph by
+  :func:`_derived_elementwise_terms`, e.g. an L1 penalty).
 
 The cache is computed once per sweep (``O(n · W)``) and, after an accepted move, advanced by
 the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`). For a network with
@@ -42,9 +43,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pymc as pm
+import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace, vectorize_graph
-from pytensor.graph.traversal import ancestors
+from pytensor.graph.traversal import ancestors, io_toposort
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.math import Sum
 from pytensor.tensor.random.basic import NormalRV, UniformRV
 
 from pymc_sfp.nn.network import Network, networks_of
@@ -414,7 +418,7 @@ def _coordinates(
             if value is None or value.name not in where or value in read_by_likelihood:
                 continue
             slc, shape = where[value.name]
-            marks = _elementwise_potentials(model, source)
+            marks = _elementwise_potentials(model, source, tuple(shape))
             if not _own_term(model, network, source, bool(layout.interval[slc].all()), marks):
                 continue
             positions = np.arange(slc.stop - slc.start)
@@ -459,20 +463,103 @@ def _own_term(
 
 
 def _elementwise_potentials(
-    model: pm.Model, source: pt.TensorVariable
+    model: pm.Model, source: pt.TensorVariable, shape: tuple[int, ...]
 ) -> list[tuple[pt.TensorVariable, ElementwiseTerms]]:
-    """The potentials of ``model`` marked elementwise in ``source`` (:func:`mark_elementwise`)
-    whose element term reads no model variable, with their terms."""
+    """The potentials of ``model`` elementwise in ``source`` (of shape ``shape``) whose element
+    term reads no model variable, with their terms: those marked (:func:`mark_elementwise`),
+    and those whose graph shows it (:func:`_derived_elementwise_terms`)."""
     model_vars = {*model.free_RVs, *model.value_vars}
     marks = []
     for potential in model.potentials:
         terms = getattr(potential.tag, "elementwise_terms", None)
+        if terms is None:
+            terms = _derived_elementwise_terms(potential, source, shape)
         if terms is None or terms.var is not source:
             continue
         probe = terms.element(pt.vector(dtype="float64"), pt.scalar(dtype="int64"))
         if not model_vars.intersection(ancestors([probe])):
             marks.append((potential, terms))
     return marks
+
+
+#: Scalar operations ``g`` with ``g(Σ_i t_i) = Σ_i g(t_i)`` in the summed argument.
+_LINEAR = (ps.Neg, ps.Mul, ps.TrueDiv)
+
+
+def _derived_elementwise_terms(
+    potential: pt.TensorVariable, var: pt.TensorVariable, shape: tuple[int, ...]
+) -> ElementwiseTerms | None:
+    """The terms of ``potential`` if its graph is ``g(sum(E))``: ``E`` built from ``var`` by
+    elementwise operations alone, from inputs that do not read ``var`` and broadcast to its
+    shape, and ``g`` a negation, a product with or a division by scalars; else ``None``.
+
+    Such a potential, e.g. ``pm.Potential("l1", -lam * pt.abs(w).sum())`` or the hard
+    constraint ``pt.switch(w > 0, 0, -np.inf).sum()``, is ``Σ_i g(E_i)``, and the term of
+    element ``i`` reads element ``i`` of each input: ``O(1)``, not ``O(size)``.
+    """
+    nodes = io_toposort([var], [potential])
+    reads = {var}
+    for node in nodes:
+        if reads.intersection(node.inputs):
+            reads.update(node.outputs)
+    if potential not in reads:
+        return None
+    total = potential
+    while not isinstance(total.owner.op, Sum):
+        op, inputs = total.owner.op, total.owner.inputs
+        reading = [x for x in inputs if x in reads]
+        if not (
+            isinstance(op, Elemwise)
+            and isinstance(op.scalar_op, _LINEAR)
+            and len(reading) == 1
+            and not (isinstance(op.scalar_op, ps.TrueDiv) and reading[0] is not inputs[0])
+        ):
+            return None
+        total = reading[0]
+    [summed] = total.owner.inputs
+    feeding = set(ancestors([summed]))
+    inner = [
+        node for node in nodes if reads.intersection(node.inputs) and node.outputs[0] in feeding
+    ]
+    leaves = {x for node in inner for x in node.inputs if x not in reads}
+    if (
+        total.owner.op.axis not in (None, tuple(range(summed.type.ndim)))
+        or summed.type.ndim != len(shape)
+        or not all(isinstance(node.op, Elemwise) for node in inner)
+        or any(leaf.type.ndim > len(shape) for leaf in leaves)
+    ):
+        return None
+
+    def rebuilt(root: pt.TensorVariable, leaf: Callable) -> pt.TensorVariable:
+        """``g(E)`` with ``var`` replaced by ``root`` and each input ``x`` of ``E`` by
+        ``leaf(x)``, node by node: an elementwise operation takes inputs of any dimension."""
+        memo: dict = {var: root}
+
+        def build(v: pt.TensorVariable) -> pt.TensorVariable:
+            if v not in memo:
+                if v is total:
+                    memo[v] = build(summed)
+                elif v not in reads:
+                    memo[v] = leaf(v)
+                else:
+                    node = v.owner
+                    memo[v] = node.op.make_node(*map(build, node.inputs)).outputs[v.index]
+            return memo[v]
+
+        return build(potential)
+
+    def element_of(x: pt.TensorVariable, i: pt.TensorVariable) -> pt.TensorVariable:
+        # Broadcasting aligns trailing dimensions and repeats those of length 1.
+        strides = np.cumprod((1, *shape[:0:-1]))[::-1]
+        index = [(i // int(stride)) % size for stride, size in zip(strides, shape, strict=True)]
+        own = index[len(shape) - x.type.ndim :]
+        return x[tuple(k % x.shape[d] for d, k in enumerate(own))]
+
+    return ElementwiseTerms(
+        var,
+        terms=lambda value: rebuilt(value, lambda x: x),
+        element=lambda values, i: rebuilt(values, lambda x: element_of(x, i)),
+    )
 
 
 def _finite(terms: pt.TensorVariable) -> pt.TensorVariable:

@@ -46,6 +46,7 @@ from typing import Any
 import numba
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from numba.core.dispatcher import Dispatcher
 from pymc.logprob.transforms import IntervalTransform
@@ -55,7 +56,7 @@ from pytensor.compile.executor import Function
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
-from pytensor.graph.traversal import ancestors
+from pytensor.graph.traversal import ancestors, apply_ancestors
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
@@ -149,9 +150,35 @@ def warm_up(function: Callable, *args: Any) -> None:
 def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
     # float64 out whatever floatX (a no-op for a float64 model).
     outputs = [pt.cast(output, "float64") for output in outputs]
-    function = pm_compile(inputs, outputs, **dict(compile_kwargs or {}))
+    function = _pm_compile(inputs, outputs, compile_kwargs)
     function.trust_input = True
     return function
+
+
+def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
+    """PyMC's ``compile``, without PyTensor's disk cache of Numba code for a graph that narrows
+    float64 to float32 (a float32 model evaluated at float64 coordinates).
+
+    PyTensor's cache key of a fused elementwise operation does not hold its outputs' dtypes, so
+    the code of such a graph, cached, would be loaded for a float64 graph with the same
+    operations and inputs: float64 sums accumulated in float32. Not caching it keeps every
+    other graph's cache correct; the price is that a float32 model is compiled afresh in each
+    process.
+    """
+    kwargs = dict(compile_kwargs or {})
+    if not _narrows_to_float32(outputs):
+        return pm_compile(inputs, outputs, **kwargs)
+    with pytensor.config.change_flags(numba__cache=False):
+        return pm_compile(inputs, outputs, **kwargs)
+
+
+def _narrows_to_float32(outputs: list) -> bool:
+    """Whether an operation in the graph of ``outputs`` takes float64 and gives float32."""
+    return any(
+        any(getattr(o.type, "dtype", None) == "float32" for o in node.outputs)
+        and any(getattr(i.type, "dtype", None) == "float64" for i in node.inputs)
+        for node in apply_ancestors(outputs)
+    )
 
 
 def compile_logp_dlogp(
@@ -315,7 +342,7 @@ def compile_prior_sampler(
         value = rv if transform is None else transform.forward(rv, *rv.owner.inputs)
         values.append(pt.cast(pt.flatten(value), "float64"))
     try:
-        function = pm_compile([], [pt.concatenate(values)], **dict(compile_kwargs or {}))
+        function = _pm_compile([], [pt.concatenate(values)], compile_kwargs)
         warm_up(function)
     except NotImplementedError:
         return None

@@ -9,6 +9,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
 from pymc_sfp import _network_line, nn
 from pymc_sfp.compile import LineEvaluator, coordinate_layout, step_graph
@@ -163,14 +164,33 @@ def test_float32_network_uses_its_structure(tabulated):
         assert_line_is_the_log_density(line, x, i, values, rtol=1e-5)
 
 
+def test_float32_networks_are_not_cached_on_disk():
+    """PyTensor's cache key of a fused elementwise operation lacks its outputs' dtypes: the
+    code of a float32 network's line (float64 coordinates narrowed to float32), cached, would be
+    loaded for a float64 network with the same operations, its sums accumulated in float32. So
+    the functions of a graph that narrows to float32 are compiled without the disk cache; those
+    of the float64 network keep it."""
+    cached = {}
+    for floatx in ("float64", "float32"):
+        with pytensor.config.change_flags(floatX=floatx):
+            with pm.Model() as model:
+                net = nn.mlp(X.astype(floatx), (3, 2, 3), output="softmax", prior="uniform")
+                nn.categorical_likelihood(net, LABELS)
+            line, _, _ = evaluator(model)
+        functions = (line._point, line._along, line._network[0])
+        cached[floatx] = [CACHED_SRC_FUNCTIONS.get(f.vm.jit_fn.py_func) for f in functions]
+    assert all(key is not None for key in cached["float64"])
+    assert all(key is None for key in cached["float32"])
+
+
 def test_weights_another_term_reads_take_the_general_line():
-    """A penalty on the first layer's weights besides their prior: their coordinates are not
-    one quadratic prior term any more, so they take the general line; the rest stays
-    structured, and every line is still the log-density."""
+    """A penalty on the first layer's weights besides their prior that is not a sum of one
+    term per weight: their coordinates take the general line; the rest stays structured, and
+    every line is still the log-density."""
     with pm.Model() as model:
         net = nn.mlp(X, (3, 3, 1), prior="gaussian")
         nn.gaussian_likelihood(net, TARGETS)
-        pm.Potential("quartic", -pt.sum(net.weights[0] ** 4))
+        pm.Potential("squared_sum", -(pt.sum(net.weights[0]) ** 2))
     line, layout, graph = evaluator(model)
     assert general_variables(line, layout) == {"net_w0"}
     x = graph.start + RNG.normal(0.0, 0.3, layout.size)
@@ -225,6 +245,34 @@ def test_cached_functions_follow_the_point_they_are_called_at():
             values = x[i] + np.linspace(-0.5, 0.5, 3)
             got = jitted.along(x, np.asarray(i, dtype=np.int64), values, *along_extra)[0]
             np.testing.assert_allclose(got, line.along(x, i, values)[0], rtol=1e-12, err_msg=str(i))
+
+
+def test_elementwise_penalties_keep_the_weights_structured():
+    """Potentials that are a sum of one term per weight, written as users write them (a scaled
+    L1 penalty, a quartic one divided by a constant, a hard sign constraint, a penalty with
+    per-input data broadcast over the units): every coordinate keeps the structured line, and
+    every line is the log-density, ``-inf`` included."""
+    scales = pm.math.constant(np.linspace(0.5, 2.0, 3))
+    with pm.Model() as model:
+        net = nn.mlp(X, (3, 3, 1), prior="gaussian")
+        nn.gaussian_likelihood(net, TARGETS, sigma=1.0)
+        W0, W1 = net.weights
+        per_input = pm.Data("per_input", np.linspace(1.0, 3.0, 3)[:, None], shape=(3, 1))
+        pm.Potential("l1", -0.7 * pt.abs(W0 * per_input).sum())
+        pm.Potential("quartic", -pt.sum(W1**4) / 4.0)
+        pm.Potential("positive", pt.switch(net.biases[0] > 0, 0.0, -np.inf).sum())
+        pm.Potential("scaled", -pt.sum((net.biases[1] * scales[:1]) ** 2))
+    line, layout, graph = evaluator(model)
+    assert line.structure_note == "network 'net'" and line.structured.all()
+    biases = layout.slices[layout.rv_names.index("net_b0")]
+    for k in range(3):
+        x = graph.start + RNG.normal(0.0, 0.5, layout.size)
+        if k < 2:  # inside the sign constraint; the last point outside it
+            x[biases] = np.abs(x[biases])
+        for i in range(layout.size):
+            values = x[i] + np.linspace(-1.0, 1.0, 5)
+            assert_line_is_the_log_density(line, x, i, values, rtol=1e-12)
+            assert_advanced_network_is_the_network(line, x, i, values[0])
 
 
 def test_the_tabulated_prior_of_sfp_i_keeps_the_weights_structured():
