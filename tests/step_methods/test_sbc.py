@@ -62,6 +62,9 @@ def test_reused_step_samples_as_a_fresh_one(name):
     ],
 )
 def test_exact_samplers_are_calibrated(name, n_simulations, tune, draws, n_posterior_draws, n_bins):
+    if name == "sfp":  # what is calibrated is the compiled sweep, SFPStep's default
+        with hierarchical_normal_model(4):
+            assert STEPS[name]().kernel == "numba"
     result = simulation_based_calibration(
         hierarchical_normal_model(4),
         step_sampler(STEPS[name], tune=tune, draws=draws),
