@@ -46,6 +46,7 @@ class Settings:
     tune: int = 1000
     cores: int = 2
     smc_draws: int = 2000
+    repeats: int = 3
     # dimension
     dims: tuple[int, ...] = (10, 30, 100, 300, 1000)
     dim_L: int = 50
@@ -75,6 +76,7 @@ QUICK = Settings(
     draws=200,
     tune=100,
     smc_draws=200,
+    repeats=1,
     dim_budget_s=0.6,
     dim_max_sweeps=20,
     cond_budget_s=0.1,

@@ -20,20 +20,29 @@ PyTensor's Numba backend generates (each returns a tuple of its outputs)::
 ``index`` is a 0-d int64 array; ``point_extra`` and ``along_extra`` are tuples of further inputs
 passed through unchanged (a compiled model's shared variables). Only the quadrature solver is
 compiled: collocation stays with the reference sweep. Nothing here imports PyMC.
+
+The kernel receives the two functions by the address of their machine code
+(:class:`FunctionAddress`, Numba's first-class functions), not as Numba functions: a kernel
+that took them as such would be compiled for each function, so for each model and in every
+process (seconds), while one taking their addresses is compiled for their signature, once, and
+cached on disk. A model's exception cannot cross such a call (Numba prints it and the call
+returns no array), so the kernel checks every result and stops with :class:`ModelCallError`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
 import numba
 import numpy as np
+from numba.core.types.function_type import WrapperAddressProtocol
 
 from pymc_sfp.core import sfp
 from pymc_sfp.core.sfp import SweepInfo, SweepSettings, SweepState, draw_uniforms
 
-__all__ = ["compiled_sweep", "sweep_kernel"]
+__all__ = ["FunctionAddress", "ModelCallError", "compiled_sweep", "sweep_kernel"]
 
 _LOG2 = math.log(2.0)
 
@@ -44,20 +53,25 @@ _LOG2 = math.log(2.0)
 # Cached functions get the constants of ``core.sfp`` as arguments: Numba's cache would not see
 # a constant they read change.
 _jit = numba.njit(cache=True, nogil=True)
-_jit_uncached = numba.njit(nogil=True)
 
 
 def _constants() -> tuple:
     """The constants of ``core.sfp`` the kernel uses, read at each call: a kernel compiled once
     is reused for every model built again, so it must not freeze them. ``resolve_line``'s
-    limits are in the order :func:`_refinement` takes them."""
+    limits are in the order :func:`_refinement` takes them. As floats, so that their types, and
+    with them the kernel's signature, are always the same."""
     return (
-        sfp.REFINEMENT_BUDGET,
-        (sfp.NEGLIGIBLE_MASS, sfp.EDGE_CELL_MASS, sfp.MAX_CELL_MASS, sfp.RESOLUTION_NATS),
-        sfp.DEFENSIVE_WEIGHT,
-        sfp.EDGE_FRACTION,
-        sfp.EDGE_MASS,
-        sfp.ENVELOPE_QUANTILE,
+        float(sfp.REFINEMENT_BUDGET),
+        (
+            float(sfp.NEGLIGIBLE_MASS),
+            float(sfp.EDGE_CELL_MASS),
+            float(sfp.MAX_CELL_MASS),
+            float(sfp.RESOLUTION_NATS),
+        ),
+        float(sfp.DEFENSIVE_WEIGHT),
+        float(sfp.EDGE_FRACTION),
+        float(sfp.EDGE_MASS),
+        float(sfp.ENVELOPE_QUANTILE),
     )
 
 
@@ -336,31 +350,41 @@ def _copy(x: np.ndarray) -> np.ndarray:
     return x.copy()
 
 
-# Inlined into the kernel, its only caller, for the reason the kernel calls ``along`` itself.
-@numba.njit(nogil=True, inline="always")
+@_jit
+def _failed(values: np.ndarray) -> bool:
+    """Whether a model call returned no array: the address call's result when the model raised
+    (Numba's wrapper prints the exception and returns zeros)."""
+    return values.ctypes.data == 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
-    """``resolve_line``: refine until the conditional is resolved where it has mass."""
+    """``resolve_line``: refine until the conditional is resolved where it has mass. Returns
+    the nodes, their log-density, the evaluations made, whether it is resolved and whether a
+    call of the model failed."""
     budget = budget_factor * len(nodes)
     min_width = _min_width(nodes)
     n_evals = 0
     while True:
         split, stuck, split_steep, empty = _refinement(nodes, logp, D, min_width, limits)
         if empty:
-            return nodes, logp, n_evals, True
+            return nodes, logp, n_evals, True, False
         midpoints = _midpoints(nodes, split)
         count = len(midpoints)
         if count == 0:
-            return nodes, logp, n_evals, not stuck
+            return nodes, logp, n_evals, not stuck, False
         if n_evals + count > budget:
-            return nodes, logp, n_evals, not split_steep
-        (line,) = along(x, _index_array(index), midpoints, *extra)
+            return nodes, logp, n_evals, not split_steep, False
+        (line,) = along((x, _index_array(index), midpoints) + extra)  # noqa: RUF005
+        if _failed(line):
+            return nodes, logp, n_evals, False, True
         new_logp = _float64_copy(line)
         n_evals += count
         nodes = _insert(nodes, split, midpoints)
         logp = _insert(logp, split, new_logp)
 
 
-@_jit_uncached
+@_jit
 def sweep_kernel(
     point,
     point_extra,
@@ -383,9 +407,11 @@ def sweep_kernel(
 ):
     """One sweep in machine code: :func:`pymc_sfp.core.sfp.sweep` for the quadrature solver.
 
-    ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as ``track_quantiles``
-    (all ``False`` for none); ``constants`` those of :func:`_constants`. Returns the new
-    position and log-density, then the counts and arrays of
+    ``point`` and ``along`` are :class:`FunctionAddress` es, called with one tuple of
+    arguments; ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as
+    ``track_quantiles`` (all ``False`` for none); ``constants`` those of :func:`_constants`.
+    Returns the coordinate at which a call of the model failed (``-1`` for none: the sweep
+    stops there), the new position and log-density, then the counts and arrays of
     :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
     """
     budget_factor, limits, defensive_weight, edge_fraction, edge_mass, envelope_quantile = constants
@@ -393,6 +419,7 @@ def sweep_kernel(
     n = len(x)
     n_report = len(report_points)
     accepted = n_nonfinite = evaluations = 0
+    failed = -1
     empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = _sweep_outputs(
         n, n_report
     )
@@ -400,15 +427,21 @@ def sweep_kernel(
         a, b = lower[i], upper[i]
         margin = 1e-12 * (b - a)
         nodes, points = _grid(unit_nodes, a, b, interval[i])
-        # Called here and in _resolve, not through a function of its own: every jitted
-        # function that calls the model's compiles the model's code into itself again.
-        (line,) = along(x, _index_array(i), points, *along_extra)
+        # The model's functions take one tuple (FunctionAddress); Numba builds it by
+        # concatenation, not by unpacking into a display.
+        (line,) = along((x, _index_array(i), points) + along_extra)  # noqa: RUF005
+        if _failed(line):
+            failed = i
+            break
         logp = _float64_copy(line)
         evaluations += len(points)
-        nodes, logp, n_new, resolved = _resolve(
+        nodes, logp, n_new, resolved, failure = _resolve(
             along, along_extra, x, i, nodes, logp, D, budget_factor, limits
         )
         evaluations += n_new
+        if failure:
+            failed = i
+            break
         unresolved[i] = not resolved
         cdf, slopes = _quadrature(nodes, logp, D)
         for value in logp:
@@ -432,9 +465,12 @@ def sweep_kernel(
             log_q_proposal = _proposal_logpdf(nodes, cdf, slopes, proposal, a, b, defensive_weight)
             current = x[i]
             x[i] = proposal
-            (value,) = point(x, *point_extra)
-            logp_proposal = float(value[()])
+            (value,) = point((x,) + point_extra)  # noqa: RUF005
             x[i] = current
+            if _failed(value):
+                failed = i
+                break
+            logp_proposal = float(value[()])
             evaluations += 1
             if not math.isfinite(logp_proposal):
                 n_nonfinite += 1
@@ -463,6 +499,7 @@ def sweep_kernel(
         for k in range(n_report):
             report_cdf[i, k] = _cdf_at(nodes, cdf, slopes, report_grid[i, k])
     return (
+        failed,
         x,
         logp_current,
         accepted,
@@ -476,6 +513,114 @@ def sweep_kernel(
         report_grid,
         report_cdf,
     )
+
+
+class ModelCallError(RuntimeError):
+    """A call of the model's compiled log-density failed inside :func:`compiled_sweep` (the
+    model raised; Numba printed its exception). ``index`` is the coordinate being updated."""
+
+    def __init__(self, index: int):
+        super().__init__(
+            f"the model's log-density raised an error inside the compiled sweep at coordinate "
+            f"{index} (printed above by Numba)"
+        )
+        self.index = index
+
+
+class FunctionAddress(WrapperAddressProtocol):
+    """A jitted function passed to :func:`sweep_kernel` by the address of its machine code.
+
+    The kernel is then compiled for the function's signature instead of for the function, so
+    one compilation, cached on disk, serves every model whose arguments have the same types,
+    in this process and the next. The function is called with one tuple of arguments: the
+    overload a call from Python with those arguments unpacked makes (``def f(*args)``, as
+    PyTensor's Numba functions are). Built by :func:`_address`.
+    """
+
+    def __init__(self, function: Callable, arguments: tuple):
+        function = _taking_a_tuple(function)
+        signature = (numba.typeof(arguments),)
+        if signature not in function.overloads:
+            function(*arguments)
+        result = function.overloads[signature]
+        self._signature = result.signature
+        self._address = result.library.get_pointer_to_function(
+            result.fndesc.llvm_cfunc_wrapper_name
+        )
+        self.function = function  # keeps the machine code alive
+        self.numba_type = numba.typeof(self)
+
+    def __wrapper_address__(self) -> int:
+        return self._address
+
+    def signature(self):
+        return self._signature
+
+
+def _taking_a_tuple(function: Callable) -> Callable:
+    """``function`` if it is ``def f(*args)``, else a jitted ``f(*args)`` that calls it."""
+    if function.py_func.__code__.co_flags & inspect.CO_VARARGS:
+        return function
+
+    @numba.njit(nogil=True)
+    def call(*arguments):
+        return function(*arguments)
+
+    return call
+
+
+def _fingerprint(values: tuple) -> tuple:
+    """What Numba's types of the arrays ``values`` depend on, computed faster than
+    ``numba.typeof``; anything else by its Python type."""
+    return tuple(_array_key(v) if isinstance(v, np.ndarray) else type(v) for v in values)
+
+
+def _array_key(value: np.ndarray) -> tuple:
+    flags = value.flags
+    layout = (flags.c_contiguous, flags.f_contiguous, flags.writeable, flags.aligned)
+    return value.dtype.str, value.ndim, layout
+
+
+def _copied(values: tuple) -> tuple:
+    return tuple(np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values)
+
+
+#: Per (function, argument fingerprint), its :class:`FunctionAddress`; the oldest dropped first
+#: (as from the kernel's entry points).
+_ADDRESSES: dict[tuple, FunctionAddress] = {}
+_MOST_ADDRESSES = 64
+#: Per pair of addresses (:func:`_kernel_entry`), the kernel's entry point.
+_ENTRY_POINTS: dict[tuple, Callable] = {}
+
+
+def _address(function: Callable, arguments: tuple) -> FunctionAddress:
+    """``function``'s :class:`FunctionAddress` for arguments of the types of ``arguments``
+    (called once with copies of them, if it has no such overload yet)."""
+    key = (function, _fingerprint(arguments[1:]))
+    if key not in _ADDRESSES:
+        _ADDRESSES[key] = FunctionAddress(function, _copied(arguments))
+        if len(_ADDRESSES) > _MOST_ADDRESSES:
+            del _ADDRESSES[next(iter(_ADDRESSES))]
+    return _ADDRESSES[key]
+
+
+def _kernel_entry(arguments: tuple) -> Callable:
+    """The entry point of :func:`sweep_kernel`'s machine code for ``arguments``: compiled, or
+    loaded from Numba's disk cache, once per argument types; called directly, it skips the
+    dispatcher's typing of every argument at every sweep.
+
+    :func:`compiled_sweep` fixes the types of every argument but the two addresses, and an
+    address stands for the types of the extras it was built for, so those two are the key."""
+    key = (arguments[0], arguments[2])
+    entry = _ENTRY_POINTS.get(key)
+    if entry is None:
+        signature = tuple(numba.typeof(v) for v in arguments)
+        if signature not in sweep_kernel.overloads:
+            sweep_kernel.compile(signature)
+        entry = _ENTRY_POINTS[key] = sweep_kernel.overloads[signature].entry_point
+        if len(_ENTRY_POINTS) > _MOST_ADDRESSES:
+            del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
+    return entry
 
 
 def compiled_sweep(
@@ -495,38 +640,33 @@ def compiled_sweep(
     """:func:`~pymc_sfp.core.sfp.sweep` in one call of :func:`sweep_kernel`.
 
     Same arguments and results as the reference sweep, with the log-density given as the jitted
-    ``point`` and ``along`` and their further inputs (see the module docstring). The
-    uniforms are drawn from ``rng`` as the reference draws them, so both make the same draws from
-    the same generator state.
+    ``point`` and ``along`` and their further inputs (see the module docstring); each is
+    called once from Python, with copies of the arguments, the first time it is seen with
+    arguments of these types. The uniforms are drawn from ``rng`` as the reference draws them,
+    so both make the same draws from the same generator state.
 
     Raises
     ------
     ValueError
         If ``settings`` asks for the collocation solver (only quadrature is compiled).
+    ModelCallError
+        If a call of the log-density raised; ``state`` is left as it was.
     """
     if settings.basis is not None:
         raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
     n = len(state.position)
     uniforms = draw_uniforms(rng, n)
-    (
-        x,
-        logp,
-        accepted,
-        n_nonfinite,
-        evaluations,
-        empty,
-        unresolved,
-        edge_low,
-        edge_high,
-        quantiles,
-        report_grid,
-        report_cdf,
-    ) = sweep_kernel(
-        point,
-        point_extra,
-        along,
-        along_extra,
-        np.ascontiguousarray(state.position, dtype=np.float64),
+    position = np.ascontiguousarray(state.position, dtype=np.float64)
+    point_address = _address(point, (position, *point_extra))
+    along_address = _address(
+        along, (position, np.array(0, dtype=np.int64), position[:1], *along_extra)
+    )
+    arguments = (
+        point_address,
+        tuple(point_extra),
+        along_address,
+        tuple(along_extra),
+        position,
         float(state.logp),
         np.ascontiguousarray(lower, dtype=np.float64),
         np.ascontiguousarray(upper, dtype=np.float64),
@@ -536,13 +676,20 @@ def compiled_sweep(
         np.ascontiguousarray(settings.interval, dtype=np.bool_),
         np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
         np.ascontiguousarray(settings.report_points, dtype=np.float64),
-        np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64),
+        np.arange(n, dtype=np.int64)
+        if order is None
+        else np.ascontiguousarray(order, dtype=np.int64),
         np.zeros(n, dtype=np.bool_)
         if track_quantiles is None
-        else np.asarray(track_quantiles, dtype=np.bool_),
-        uniforms,
+        else np.ascontiguousarray(track_quantiles, dtype=np.bool_),
+        np.ascontiguousarray(uniforms, dtype=np.float64),
         _constants(),
     )
+    kernel = _kernel_entry(arguments)
+    failed, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = kernel(*arguments)
+    if failed >= 0:
+        raise ModelCallError(int(failed))
+    empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = per_coordinate
     info = SweepInfo(
         n_accepted=int(accepted),
         n_invalid=0,

@@ -28,7 +28,7 @@ from pymc.vartypes import continuous_types
 
 from pymc_sfp._validation import check_int_at_least, check_positive_finite, is_integer
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
-from pymc_sfp.core.compiled_sweep import compiled_sweep
+from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
     BoxTuning,
@@ -504,23 +504,29 @@ class SFPStep(ArrayStepShared):
         state = SweepState(x, logp_start if np.isfinite(logp_start) else -np.inf)
         order = self.rng.permutation(layout.size) if self.order == "random" else None
         track = self._auto if self.tune else None
-        if self.kernel == "numba":
+        compiled = self.kernel == "numba"
+        if compiled:
             jitted = self.evaluator.jitted()
             point_extra, along_extra = jitted.extras(state.position)
-            state, info = compiled_sweep(
-                state,
-                self.box_lower,
-                self.box_upper,
-                self._settings,
-                jitted.point,
-                point_extra,
-                jitted.along,
-                along_extra,
-                self.rng,
-                order=order,
-                track_quantiles=track,
-            )
-        else:
+            try:
+                state, info = compiled_sweep(
+                    state,
+                    self.box_lower,
+                    self.box_upper,
+                    self._settings,
+                    jitted.point,
+                    point_extra,
+                    jitted.along,
+                    along_extra,
+                    self.rng,
+                    order=order,
+                    track_quantiles=track,
+                )
+            except ModelCallError:
+                # Numba printed the model's exception; the NumPy sweep calls the model from
+                # Python, so it raises it to the user, or makes this sweep if it does not recur.
+                compiled = False
+        if not compiled:
             state, info = sweep(
                 state,
                 self.box_lower,

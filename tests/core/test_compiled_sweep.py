@@ -7,7 +7,7 @@ import numba
 import numpy as np
 import pytest
 
-from pymc_sfp.core.compiled_sweep import compiled_sweep
+from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import SweepSettings, SweepState, sweep
 
@@ -32,6 +32,13 @@ def _beta_like(x):
     if x[0] <= 0.0 or x[0] >= 1.0 or x[1] <= 0.0 or x[1] >= 1.0:
         return -np.inf
     return np.log(x[0]) + 2 * np.log1p(-x[0]) + 3 * np.log(x[1]) - 0.5 * (x[2] - x[0]) ** 2
+
+
+@numba.njit
+def _raising(x):
+    if x[1] > 2.0:
+        raise ValueError("x1 beyond 2")
+    return _gaussian(x)
 
 
 @cache
@@ -146,3 +153,20 @@ def test_collocation_is_refused():
             SweepState(np.zeros(3), 0.0), np.full(3, -1.0), np.ones(3), config,
             point, (), along, (), np.random.default_rng(0),
         )  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_density_that_raises_stops_the_sweep():
+    """A call of the model that raises inside the kernel (reached by address, where Numba can
+    only print the exception) stops the sweep with ``ModelCallError`` naming the coordinate;
+    the state passed in is left as it was."""
+    point, along, _, point_logp = jitted(_raising)
+    start = np.zeros(3)
+    state = SweepState(start.copy(), point_logp(start))
+    with pytest.raises(ModelCallError, match="coordinate 1") as error:
+        compiled_sweep(
+            state, np.full(3, -3.0), np.full(3, 3.0), settings(True), point, (), along, (),
+            np.random.default_rng(0),
+        )  # fmt: skip
+    assert error.value.index == 1
+    np.testing.assert_array_equal(state.position, start)

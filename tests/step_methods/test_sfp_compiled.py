@@ -1,16 +1,16 @@
 """SFPStep's compiled sweep: chosen by default, the same draws and stats as the NumPy sweep
 through tuning (box refits and probes included), and a visible fallback where it cannot run."""
 
-import inspect
-
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from numba.core.caching import NullCache
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pytensor.raise_op import Assert
 
 from pymc_sfp import SFPStep, nn
+from pymc_sfp.core.compiled_sweep import sweep_kernel
 from pymc_sfp.learning import marginal_prior
 from pymc_sfp.learning.tabulated_prior import static_shape
 from pymc_sfp.marginals import Marginal
@@ -40,20 +40,32 @@ def run(step, model, n):
     return np.array(draws), stats
 
 
-def test_compiled_sweep_compiles_the_models_functions_once():
-    """The kernel calls each of the model's functions as the function inside PyTensor's cache
-    wrapper ``f(*args)`` when that already holds the machine code of the call from Python (it
-    then has one overload), and as the wrapper otherwise: PyTensor loaded it from its disk cache,
-    the function inside holds no machine code, and the wrapper's compilation for a jitted caller
-    (Numba types star-arguments from jitted code differently) is cached on disk too."""
+def test_compiled_sweep_is_compiled_once_per_kind_of_model():
+    """The kernel takes the model's functions by the address of their machine code
+    (``FunctionAddress``), so it is compiled for their signature, not for them: the same model
+    built again adds no compilation, and the kernel is cached on disk (a new process loads it)."""
+    with small_model():
+        SFPStep(L=20, compiled=True)
+    compiled = len(sweep_kernel.overloads)
     with small_model():
         step = SFPStep(L=20, compiled=True)
-    jitted = step.evaluator.jitted()
-    for function in (jitted.point, jitted.along):
-        if function.py_func.__code__.co_flags & inspect.CO_VARARGS:
-            assert not isinstance(function._cache, NullCache), function
-        else:
-            assert len(function.overloads) == 1, function.signatures
+    assert step.kernel == "numba"
+    assert len(sweep_kernel.overloads) == compiled
+    assert not isinstance(sweep_kernel._cache, NullCache)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_model_that_raises_in_the_compiled_sweep_raises_its_own_error():
+    """A log-density that raises inside the compiled sweep (here an ``Assert`` beyond x = 2):
+    the kernel stops, and the sweep is made again by the NumPy kernel, which calls the model
+    from Python, so the user gets the model's exception with its message."""
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0)
+        pm.Potential("guard", Assert("x beyond 2")(pt.constant(0.0), x < 2.0))
+        step = SFPStep(bounds=(-3.0, 3.0), L=20)
+    assert step.kernel == "numba"
+    with pytest.raises(AssertionError, match="x beyond 2"):
+        run(step, model, 1)
 
 
 @pytest.mark.parametrize("correct", [True, False])
