@@ -91,11 +91,15 @@ def test_replica_exchange_ladder_adapts_to_equal_swap_rates(separated_modes):
                 betas=crowded, n_leapfrog=5, adapt_ladder=adapt
             ),
             draws=1000,
-            tune=800,
+            tune=2100,
         )
         rates[adapt] = np.nanmean(idata.sample_stats["swap_accept"].values, axis=(0, 1))
         ladders[adapt] = idata.sample_stats["betas"].values
-    # Each rate averages about 1000 proposals (standard error < 0.02).
+    # Each rate averages about 2000 proposals (standard error < 0.015). The adapted ladder comes
+    # from the last tuning round's 512 proposals per pair and chain (rates within about 0.022 per
+    # chain), so each gap's rate is off its common value by about 0.025 in all: the range of 4
+    # such rates exceeds 0.15 at about 6 standard deviations. (A tuning of 800 draws ends on a
+    # round of 128: its ranges reach 0.16 at some seeds.)
     assert rates[False].max() - rates[False].min() > 0.5
     assert rates[True].max() - rates[True].min() < 0.15
     # The stats order the rungs hottest first, as ParallelTempering does.
