@@ -14,7 +14,8 @@ timings: the numbers are measurements on a possibly shared machine, reported as 
 One module per benchmark, each with its runs, metrics and prose: ``sfp_samplers.py`` (SFPStep
 against PyMC's samplers on multimodal mixtures), ``sfp_dimension.py`` (cost per sweep against
 the dimension), ``sfp_conditionals.py`` (quadrature against collocation builders),
-``sfp_batched.py`` (vectorised against looped evaluation). Per-sweep times are medians over the
+``sfp_batched.py`` (vectorised against looped evaluation), ``sfp_unimodal.py`` (ESS per
+second against NUTS and Slice on Gaussian targets). Per-sweep times are medians over the
 timed sweeps (the load average at the start is recorded), with ``marginal_points=0`` so that
 recording marginals is not timed.
 
@@ -31,6 +32,7 @@ import sfp_batched
 import sfp_conditionals
 import sfp_dimension
 import sfp_samplers
+import sfp_unimodal
 from _common import Suite, main
 
 
@@ -65,6 +67,10 @@ class Settings:
     robot_sweeps: int = 8
     robot_L_large: int = 100
     robot_sweeps_large: int = 3
+    # unimodal
+    uni_dims: tuple[int, ...] = (10, 100, 300)
+    uni_draws: int = 1000
+    uni_tune: int = 500
     # sweeps timed by conditionals and batched
     warmup_sweeps: int = 3
     min_sweeps: int = 5
@@ -85,6 +91,9 @@ QUICK = Settings(
     batch_budget_s=0.5,
     robot_sweeps=2,
     robot_sweeps_large=1,
+    uni_dims=(10,),
+    uni_draws=100,
+    uni_tune=50,
     warmup_sweeps=1,
     min_sweeps=2,
     max_sweeps=200,
@@ -104,6 +113,7 @@ SUITE = Suite(
         "dimension": sfp_dimension.benchmark,
         "conditionals": sfp_conditionals.benchmark,
         "batched": sfp_batched.benchmark,
+        "unimodal": sfp_unimodal.benchmark,
     },
     full=Settings(),
     quick=QUICK,

@@ -53,18 +53,17 @@ from numba.core.dispatcher import Dispatcher
 from pymc.logprob.transforms import IntervalTransform
 from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
-from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.executor import Function
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
-from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 from pytensor.tensor.type import float_dtypes
 
+from pymc_sfp._local_line import LocalLine, local_line, unlooped_blockwise
 from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
 from pymc_sfp.core.sfp import open_interval
 from pymc_sfp.nn.network import networks_of
@@ -169,46 +168,11 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
     process.
     """
     kwargs = dict(compile_kwargs or {})
-    outputs = _unlooped_blockwise(outputs)
+    outputs = unlooped_blockwise(outputs)
     if not _narrows_to_float32(outputs):
         return pm_compile(inputs, outputs, **kwargs)
     with pytensor.config.change_flags(numba__cache=False):
         return pm_compile(inputs, outputs, **kwargs)
-
-
-def _unlooped_blockwise(outputs: list) -> list:
-    """``outputs`` with each ``Blockwise`` of a graph-defined operation (an ``OpFromGraph``,
-    such as ``LogSumExp`` and its derivative) replaced by that operation's own graph,
-    vectorised over the batch.
-
-    ``vectorize_graph`` (PyTensor 3.3) turns such an operation, as the log-sum-exp of every
-    mixture's log-density, into a ``Blockwise`` that calls it once per batch entry, allocating
-    its temporaries each time: on the 1-D three-component mixture, 100 points along a line took
-    22 µs this way and 3.3 µs as one reduction. The arithmetic is the same.
-    """
-    while True:
-        looped = [
-            node
-            for node in apply_ancestors(outputs)
-            if isinstance(node.op, Blockwise) and isinstance(node.op.core_op, OpFromGraph)
-        ]
-        if not looped:
-            return outputs
-        replace = {}
-        for node in looped:
-            graph = node.op.core_op.fgraph
-            if hasattr(graph, "unfreeze"):  # an immutable inner graph
-                graph = graph.unfreeze()
-            inner = vectorize_graph(
-                list(graph.outputs), replace=dict(zip(graph.inputs, node.inputs, strict=True))
-            )
-            replace |= {
-                old: pt.cast(new, old.type.dtype)
-                for old, new in zip(node.outputs, inner, strict=True)
-            }
-        # One nested in another's graph is replaced on a later pass: a replacement is not
-        # searched again.
-        outputs = clone_replace(outputs, replace)
 
 
 def _narrows_to_float32(outputs: list) -> bool:
@@ -593,6 +557,7 @@ class JittedLine:
     point_cells: tuple
     along_cells: tuple
     cache_at: Callable[[np.ndarray], list] | None = None
+    relative: bool = False
 
     def extras(self, x: np.ndarray) -> tuple[tuple, tuple]:
         """The further inputs of ``point`` and ``along`` for a sweep starting at ``x``: the
@@ -883,6 +848,13 @@ def _sampling_space(
 class LineEvaluator:
     """Compiled log-density of the sampling coordinates, at a point or along one coordinate.
 
+    Batched and without the gradient, a line is evaluated, in order of preference, as a
+    network's structured line (:mod:`pymc_sfp._network_line`), as the local line of the terms
+    that read the coordinate (:mod:`pymc_sfp._local_line`, known up to a constant of the
+    line: :attr:`relative`), or as the whole log-density vectorised over the points; each of the
+    first two is checked against the log-density when the evaluator is built, and not used
+    if it disagrees.
+
     Parameters
     ----------
     graph : StepGraph
@@ -929,6 +901,10 @@ class LineEvaluator:
         # The structured line's network at a point and after a one-coordinate move, and the
         # coordinates whose move needs the network afresh (``None``: no structured line).
         self._network: tuple[Function, CacheUpdate] | None = None
+        # The local line (:mod:`pymc_sfp._local_line`), known up to a constant of the line.
+        self._local: Function | None = None
+        #: What the line of each coordinate evaluates (the local line's summands), for users.
+        self.line_note = "the whole log-density at every point"
         self._jitted_line: JittedLine | None = None
         if not batched:
             return
@@ -956,6 +932,16 @@ class LineEvaluator:
                 self._network = None
             elif networks_of(graph.model):
                 self.structure_note = "no network's single weights are coordinates of this step"
+            # A log-density that draws a minibatch per call has no line to take differences of.
+            local = None
+            if not random_generators(graph):
+                local = local_line(graph.model, graph.value_vars, layout, join, index, values)
+            if local is not None:
+                kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
+                self._local = _compile([x, index, values], [local.along], kwargs)
+                if self._local_agrees(local, layout, x0, np.finfo(logp_x.dtype).eps):
+                    return
+                self._local = None
         batched_outputs = vectorize_graph(point_outputs, replace={x: rows_along(x, index, values)})
         if gradient:
             batched_outputs = [batched_outputs[0], batched_outputs[1][:, index]]
@@ -997,6 +983,45 @@ class LineEvaluator:
         self.structure_note = f"network {line.network!r}"
         return True
 
+    def _local_agrees(
+        self, local: LocalLine, layout: CoordinateLayout, x0: np.ndarray, eps: float
+    ) -> bool:
+        """Check the local line against the log-density: its change between ``x0`` and a moved
+        point of each coordinate (at most ``_STRUCTURE_CHECKS``, spread over them) must be the
+        log-density's to ``√eps / 10`` relative to the log-density's size; log why not
+        otherwise. Not checked, and not used, where the log-density at ``x0`` is not finite."""
+        logp0 = self._point(x0)[0]
+        if not np.isfinite(logp0):
+            return False
+        for i in _spread(np.arange(layout.size), _STRUCTURE_CHECKS):
+            moved = x0.copy()
+            moved[i] = 0.5 * (x0[i] + layout.upper[i]) if layout.interval[i] else x0[i] + 0.25
+            index = np.asarray(i, dtype=np.int64)
+            try:
+                ends = self._local(x0, index, np.array([x0[i], moved[i]]))[0]
+            except Exception as err:  # any failure: the general line instead
+                _log.warning("SFP evaluates lines in full: the local line raised %r", err)
+                return False
+            exact = self._point(moved)[0] - logp0
+            tolerance = 0.1 * np.sqrt(eps) * max(1.0, abs(logp0), abs(exact))
+            if not (np.isfinite(exact) and abs(ends[1] - ends[0] - exact) <= tolerance):
+                if np.isneginf(exact) and np.isneginf(ends[1]) and np.isfinite(ends[0]):
+                    continue
+                note = f"the local line disagrees at {layout.describe(int(i))}"
+                _log.warning("SFP evaluates lines in full: %s (%s != %s)", note, ends, exact)
+                return False
+        self.line_note = (
+            f"the terms that read the coordinate: {local.n_elements} (term, variable) pairs "
+            f"one element each, {local.n_summed} in full"
+        )
+        return True
+
+    @property
+    def relative(self) -> bool:
+        """Whether :meth:`along` is the local line, known up to a constant of the line where
+        the log-density at ``x`` is not finite (the sweeps' ``relative``)."""
+        return self._local is not None
+
     def jitted(self) -> JittedLine:
         """The machine code of :meth:`logp` and :meth:`along` (:class:`JittedLine`).
 
@@ -1015,7 +1040,10 @@ class LineEvaluator:
         if self._jitted_line is not None:
             return self._jitted_line
         point, point_cells = _machine_code(self._point, 1)
-        if self._network is None:
+        if self._local is not None:
+            along, along_cells = _machine_code(self._local, 3)
+            self._jitted_line = JittedLine(point, along, point_cells, along_cells, relative=True)
+        elif self._network is None:
             along, along_cells = _machine_code(self._along, 3)
             self._jitted_line = JittedLine(point, along, point_cells, along_cells)
         else:
@@ -1058,12 +1086,22 @@ class LineEvaluator:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Log-density (and its derivative in coordinate ``index``) with ``x[index] = values``.
 
+        With a local line (:attr:`line_note`), where the log-density at ``x`` is not finite, the
+        log-density up to a constant of the line (all that the conditional needs).
+
         Returns
         -------
         logp : ndarray, shape (G,)
         dlogp : ndarray, shape (G,) or None
             ``None`` unless ``gradient=True``.
         """
+        if self._local is not None:
+            # The local line at the values and at the current value, whose log-density is known;
+            # where it is not finite, the local line alone (right up to a constant of the line).
+            ends = np.append(values, x[index])
+            line = self._local(x, np.asarray(index, dtype=np.int64), ends)[0]
+            offset = self._point(x)[0] - line[-1]
+            return line[:-1] + (offset if np.isfinite(offset) else 0.0), None
         if self.batched:
             cache = [] if self._network is None else self._network[0](x)
             out = self._along(x, np.asarray(index, dtype=np.int64), values, *cache)

@@ -12,10 +12,10 @@ from pytensor.graph.traversal import apply_ancestors
 from pytensor.tensor.blockwise import Blockwise
 from scipy import special
 
+from pymc_sfp._local_line import unlooped_blockwise
 from pymc_sfp.compile import (
     LineEvaluator,
     _compile,
-    _unlooped_blockwise,
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_logp_dlogp,
@@ -247,7 +247,7 @@ def test_a_vectorised_logsumexp_is_one_reduction():
         ]
 
     assert blockwise(batched)
-    assert not blockwise(_unlooped_blockwise(batched))
+    assert not blockwise(unlooped_blockwise(batched))
     function = _compile([rows], batched, None)
     # Compiled, a Blockwise is a BlockwiseWithCoreShape.
     assert not any("Blockwise" in str(node.op) for node in function.maker.fgraph.toposort())

@@ -21,6 +21,13 @@ PyTensor's Numba backend generates (each returns a tuple of its outputs)::
 passed through unchanged (a compiled model's shared variables). Only the quadrature solver is
 compiled: collocation stays with the reference sweep. Nothing here imports PyMC.
 
+With ``relative=True`` the line may differ from the log-density by a constant of the line (any
+function of the other coordinates), as a line that evaluates only the terms reading the
+coordinate does: the conditional is normalised, and the Metropolis correction takes the
+proposal's log-density as the current one plus the change along the line, ``along`` at the
+current value and the proposal (``point`` only where the current log-density is not finite).
+The draws are the reference sweep's up to rounding.
+
 The kernel receives the two functions by the address of their machine code
 (:class:`FunctionAddress`, Numba's first-class functions), not as Numba functions: a kernel
 that took them as such would be compiled for each function, so for each model and in every
@@ -129,37 +136,48 @@ def _scaled(logp: np.ndarray, D: float) -> np.ndarray:
 
 
 @_jit
-def _cell_log_mass(nodes: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cells = len(nodes) - 1
-    log_mass = np.full(cells, -np.inf)
-    delta = np.zeros(cells)
-    for k in range(cells):
-        left, right = f[k], f[k + 1]
-        width = nodes[k + 1] - nodes[k]
-        finite_left, finite_right = np.isfinite(left), np.isfinite(right)
-        if finite_left and finite_right:
-            delta[k] = right - left
-            log_mass[k] = math.log(width) + left + _log_exprel(delta[k])
-        elif finite_left != finite_right:
-            log_mass[k] = math.log(width) + max(left, right)
-    return log_mass, delta
-
-
-@_jit
-def _quadrature(nodes: np.ndarray, logp: np.ndarray, D: float) -> tuple[np.ndarray, np.ndarray]:
-    """CDF at the nodes and slopes per cell (``quadrature_conditional``); an empty CDF when the
+def _tabulate(
+    nodes: np.ndarray, logp: np.ndarray, D: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What both the refinement test (``resolve_line``) and the conditional
+    (``quadrature_conditional``) read of a tabulated line, computed once: the scaled log-density
+    less its maximum at the nodes; per cell the log of the bound on its mass (its width times
+    its larger end's density) and its slope (``cell_log_mass``'s ``delta``); and the CDF at the
+    nodes before normalisation, the cumulative sum of the cells' masses under the
+    piecewise-exponential interpolation relative to the largest. The CDF is empty when the
     log-density is finite nowhere."""
     f = _scaled(logp, D)
     top = np.max(f)
+    cells = len(nodes) - 1
+    log_bound = np.full(cells, -np.inf)
+    delta = np.zeros(cells)
     if not np.isfinite(top):
-        return np.empty(0), np.empty(0)
-    log_mass, delta = _cell_log_mass(nodes, f - top)
-    mass = np.exp(log_mass - np.max(log_mass))
+        return f, log_bound, delta, np.empty(0)
+    f -= top
+    log_mass = np.full(cells, -np.inf)
+    for k in range(cells):
+        left, right = f[k], f[k + 1]
+        log_width = math.log(nodes[k + 1] - nodes[k])
+        log_bound[k] = log_width + max(left, right)
+        finite_left, finite_right = np.isfinite(left), np.isfinite(right)
+        if finite_left and finite_right:
+            delta[k] = right - left
+            log_mass[k] = log_width + left + _log_exprel(delta[k])
+        elif finite_left != finite_right:
+            log_mass[k] = log_bound[k]
+    peak = np.max(log_mass)
     cdf = np.zeros(len(nodes))
-    cdf[1:] = np.cumsum(mass)
-    cdf /= cdf[-1]
-    cdf[-1] = 1.0
-    return cdf, delta
+    for k in range(cells):
+        cdf[k + 1] = cdf[k] + math.exp(log_mass[k] - peak)
+    return f, log_bound, delta, cdf
+
+
+@_jit
+def _normalised(cdf: np.ndarray) -> np.ndarray:
+    """The CDF of :func:`_tabulate` normalised (``quadrature_conditional``)."""
+    out = cdf / cdf[-1]
+    out[-1] = 1.0
+    return out
 
 
 @_jit
@@ -228,38 +246,32 @@ def _proposal_logpdf(
 @_jit
 def _refinement(
     nodes: np.ndarray,
-    logp: np.ndarray,
-    D: float,
+    table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     min_width: float,
     limits: tuple[float, float, float, float],
 ):
-    """One round of ``resolve_line``'s test: the cells to split, whether a steep cell cannot be
-    split, whether a cell to split is steep, and whether the log-density is finite nowhere.
-    ``limits`` are :data:`_REFINEMENT_LIMITS`."""
+    """One round of ``resolve_line``'s test on the line's :func:`_tabulate`: the cells to split,
+    whether a steep cell cannot be split, whether a cell to split is steep, and whether the
+    log-density is finite nowhere. ``limits`` are :data:`_REFINEMENT_LIMITS`."""
     negligible_mass, edge_cell_mass, max_cell_mass, resolution_nats = limits
-    f = _scaled(logp, D)
+    f, log_bound, _, cdf = table
     cells = len(nodes) - 1
     split = np.zeros(cells, dtype=np.bool_)
-    if not np.isfinite(np.max(f)):
+    if len(cdf) == 0:
         return split, False, False, True
-    log_bound = np.empty(cells)
-    log_total = np.nan
+    bound_peak = np.max(log_bound)
+    bound_sum = 0.0
     for k in range(cells):
-        log_bound[k] = math.log(nodes[k + 1] - nodes[k]) + max(f[k], f[k + 1])
-        if np.isfinite(log_bound[k]):
-            log_total = log_bound[k] if np.isnan(log_total) else _logaddexp(log_total, log_bound[k])
-    log_mass, _ = _cell_log_mass(nodes, f)
-    log_norm = log_mass[0]
-    for k in range(1, cells):
-        log_norm = _logaddexp(log_norm, log_mass[k])
+        bound_sum += math.exp(log_bound[k] - bound_peak)
+    log_total = bound_peak + math.log(bound_sum)
     negligible = log_total + math.log(negligible_mass)
     edge_cut = log_total + math.log(edge_cell_mass)
-    most = math.log(max_cell_mass)
+    most = max_cell_mass * cdf[-1]
     stuck = split_steep = False
     for k in range(cells):
         left, right = f[k], f[k + 1]
         steep = abs(right - left) > resolution_nats and log_bound[k] > negligible
-        steep = steep or (log_mass[k] - log_norm > most)
+        steep = steep or (cdf[k + 1] - cdf[k] > most)
         edge = np.isfinite(left) != np.isfinite(right)
         want = steep or (edge and log_bound[k] > edge_cut)
         if want and nodes[k + 1] - nodes[k] > min_width:
@@ -360,24 +372,25 @@ def _failed(values: np.ndarray) -> bool:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
     """``resolve_line``: refine until the conditional is resolved where it has mass. Returns
-    the nodes, their log-density, the evaluations made, whether it is resolved and whether a
-    call of the model failed."""
+    the nodes, their log-density, the evaluations made, whether it is resolved, whether a
+    call of the model failed, and the :func:`_tabulate` of the nodes returned."""
     budget = budget_factor * len(nodes)
     min_width = _min_width(nodes)
     n_evals = 0
     while True:
-        split, stuck, split_steep, empty = _refinement(nodes, logp, D, min_width, limits)
+        table = _tabulate(nodes, logp, D)
+        split, stuck, split_steep, empty = _refinement(nodes, table, min_width, limits)
         if empty:
-            return nodes, logp, n_evals, True, False
+            return nodes, logp, n_evals, True, False, table
         midpoints = _midpoints(nodes, split)
         count = len(midpoints)
         if count == 0:
-            return nodes, logp, n_evals, not stuck, False
+            return nodes, logp, n_evals, not stuck, False, table
         if n_evals + count > budget:
-            return nodes, logp, n_evals, not split_steep, False
+            return nodes, logp, n_evals, not split_steep, False, table
         (line,) = along((x, _index_array(index), midpoints) + extra)  # noqa: RUF005
         if _failed(line):
-            return nodes, logp, n_evals, False, True
+            return nodes, logp, n_evals, False, True, table
         new_logp = _float64_copy(line)
         n_evals += count
         nodes = _insert(nodes, split, midpoints)
@@ -397,6 +410,7 @@ def sweep_kernel(
     unit_nodes,
     D,
     correct,
+    relative,
     interval,
     watch_edges,
     report_points,
@@ -408,7 +422,8 @@ def sweep_kernel(
     """One sweep in machine code: :func:`pymc_sfp.core.sfp.sweep` for the quadrature solver.
 
     ``point`` and ``along`` are :class:`FunctionAddress` es, called with one tuple of
-    arguments; ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as
+    arguments; ``relative``: ``along`` is known up to a constant of the line (module
+    docstring); ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as
     ``track_quantiles`` (all ``False`` for none); ``constants`` those of :func:`_constants`.
     Returns the coordinate at which a call of the model failed (``-1`` for none: the sweep
     stops there), the new position and log-density, then the counts and arrays of
@@ -435,7 +450,7 @@ def sweep_kernel(
             break
         logp = _float64_copy(line)
         evaluations += len(points)
-        nodes, logp, n_new, resolved, failure = _resolve(
+        nodes, logp, n_new, resolved, failure, table = _resolve(
             along, along_extra, x, i, nodes, logp, D, budget_factor, limits
         )
         evaluations += n_new
@@ -443,7 +458,9 @@ def sweep_kernel(
             failed = i
             break
         unresolved[i] = not resolved
-        cdf, slopes = _quadrature(nodes, logp, D)
+        _, _, slopes, cdf = table
+        if len(cdf):
+            cdf = _normalised(cdf)
         for value in logp:
             n_nonfinite += not math.isfinite(value)
         for k in range(n_report):
@@ -464,14 +481,27 @@ def sweep_kernel(
         if correct:
             log_q_proposal = _proposal_logpdf(nodes, cdf, slopes, proposal, a, b, defensive_weight)
             current = x[i]
-            x[i] = proposal
-            (value,) = point((x,) + point_extra)  # noqa: RUF005
-            x[i] = current
-            if _failed(value):
-                failed = i
-                break
-            logp_proposal = float(value[()])
-            evaluations += 1
+            change = np.nan
+            if relative and math.isfinite(logp_current):
+                ends = np.array([current, proposal])
+                (pair,) = along((x, _index_array(i), ends) + along_extra)  # noqa: RUF005
+                if _failed(pair):
+                    failed = i
+                    break
+                evaluations += 2
+                if math.isfinite(pair[0]):
+                    change = pair[1] - pair[0]
+            if not math.isnan(change):
+                logp_proposal = logp_current + change
+            else:
+                x[i] = proposal
+                (value,) = point((x,) + point_extra)  # noqa: RUF005
+                x[i] = current
+                if _failed(value):
+                    failed = i
+                    break
+                logp_proposal = float(value[()])
+                evaluations += 1
             if not math.isfinite(logp_proposal):
                 n_nonfinite += 1
                 log_ratio = -np.inf
@@ -636,11 +666,13 @@ def compiled_sweep(
     *,
     order: np.ndarray | None = None,
     track_quantiles: np.ndarray | None = None,
+    relative: bool = False,
 ) -> tuple[SweepState, SweepInfo]:
     """:func:`~pymc_sfp.core.sfp.sweep` in one call of :func:`sweep_kernel`.
 
     Same arguments and results as the reference sweep, with the log-density given as the jitted
-    ``point`` and ``along`` and their further inputs (see the module docstring); each is
+    ``point`` and ``along`` and their further inputs (see the module docstring; ``relative``:
+    ``along`` is known up to a constant of the line); each is
     called once from Python, with copies of the arguments, the first time it is seen with
     arguments of these types. The uniforms are drawn from ``rng`` as the reference draws them,
     so both make the same draws from the same generator state.
@@ -673,6 +705,7 @@ def compiled_sweep(
         np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
         float(settings.D),
         bool(settings.correct),
+        bool(relative),
         np.ascontiguousarray(settings.interval, dtype=np.bool_),
         np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
         np.ascontiguousarray(settings.report_points, dtype=np.float64),

@@ -39,6 +39,7 @@ __all__ = [
     "SweepSettings",
     "SweepState",
     "draw_uniforms",
+    "logp_at_proposal",
     "open_interval",
     "probe_line",
     "propose",
@@ -216,21 +217,23 @@ def resolve_line(
         f = np.where(np.isfinite(logp), logp / D, -np.inf)
         if not np.isfinite(f).any():
             return nodes, logp, n_evals, True
+        # Relative to the maximum, as quadrature_conditional: the compiled sweep computes the
+        # cells once for both. Sums are cumulative sums, in the compiled sweep's order.
+        f = f - np.max(f)
         left, right = f[:-1], f[1:]
-        width = np.diff(nodes)
-        with np.errstate(divide="ignore"):
-            log_bound = np.log(width) + np.maximum(left, right)
-        log_total = np.logaddexp.reduce(log_bound[np.isfinite(log_bound)])
+        log_bound = np.log(np.diff(nodes)) + np.maximum(left, right)
+        bound_peak = np.max(log_bound)
+        log_total = bound_peak + np.log(np.cumsum(np.exp(log_bound - bound_peak))[-1])
         edge = np.isfinite(left) != np.isfinite(right)
         log_mass, _ = cell_log_mass(nodes, f)
-        log_share = log_mass - np.logaddexp.reduce(log_mass)
+        cumulative = np.concatenate([[0.0], np.cumsum(np.exp(log_mass - np.max(log_mass)))])
         with np.errstate(invalid="ignore"):
             steep = np.abs(right - left) > RESOLUTION_NATS
         steep = (steep & (log_bound > log_total + np.log(NEGLIGIBLE_MASS))) | (
-            log_share > np.log(MAX_CELL_MASS)
+            np.diff(cumulative) > MAX_CELL_MASS * cumulative[-1]
         )
         split = steep | (edge & (log_bound > log_total + np.log(EDGE_CELL_MASS)))
-        divisible = width > min_width
+        divisible = np.diff(nodes) > min_width
         unresolved = (split & steep & ~divisible).any()
         split &= divisible
         if not split.any():
@@ -288,6 +291,34 @@ def propose(
     return value, proposal_logpdf(conditional, value, lower, upper)
 
 
+def logp_at_proposal(
+    x: np.ndarray,
+    index: int,
+    proposal: float,
+    logp_current: float,
+    line_logp: LineLogp,
+    point_logp: PointLogp,
+    relative: bool,
+) -> tuple[float, int]:
+    """The log-density at ``x`` with ``x[index] = proposal``, and the evaluations it took.
+
+    For a ``relative`` line (known up to a constant of the line), the current log-density plus
+    the line's change from ``x[index]`` to ``proposal`` (two evaluations of the line, which cost
+    little where the line evaluates only the terms reading the coordinate); at one point with
+    ``point_logp`` otherwise, and where the current log-density or the change is not a number.
+    """
+    n_evals = 0
+    if relative and np.isfinite(logp_current):
+        ends, _ = line_logp(x, index, np.array([x[index], proposal]))
+        n_evals = 2
+        change = ends[1] - ends[0] if np.isfinite(ends[0]) else np.nan
+        if not np.isnan(change):
+            return float(logp_current + change), n_evals
+    candidate = x.copy()
+    candidate[index] = proposal
+    return float(point_logp(candidate)), n_evals + 1
+
+
 def sweep(
     state: SweepState,
     lower: np.ndarray,
@@ -299,6 +330,7 @@ def sweep(
     *,
     order: np.ndarray | None = None,
     track_quantiles: np.ndarray | None = None,
+    relative: bool = False,
 ) -> tuple[SweepState, SweepInfo]:
     """One SFP sweep: every coordinate, in ``order``, drawn from its conditional on its box.
 
@@ -317,6 +349,10 @@ def sweep(
         Coordinate order (default ``0 … N-1``).
     track_quantiles : ndarray of bool, shape (N,), optional
         Coordinates whose conditional quantiles are wanted in the info (box tuning).
+    relative : bool, default False
+        ``line_logp`` may differ from the log-density by a constant of the line (a function of
+        the other coordinates): the proposal's log-density is then the current one plus the
+        change along the line (:func:`logp_at_proposal`).
 
     Returns
     -------
@@ -369,10 +405,10 @@ def sweep(
         if settings.interval[i]:
             proposal = float(np.clip(proposal, *open_interval(a, b)))
         if settings.correct:
-            candidate = x.copy()
-            candidate[i] = proposal
-            logp_proposal = point_logp(candidate)
-            evaluations += 1
+            logp_proposal, n_evals = logp_at_proposal(
+                x, i, proposal, logp_current, line_logp, point_logp, relative
+            )
+            evaluations += n_evals
             if not np.isfinite(logp_proposal):
                 n_nonfinite += 1
                 log_ratio = -np.inf

@@ -431,6 +431,7 @@ class SFPStep(ArrayStepShared):
                 np.random.default_rng(0),
                 order=np.empty(0, dtype=np.int64),
                 track_quantiles=np.zeros(n, dtype=bool),
+                relative=jitted.relative,
             )
         except NotImplementedError as err:
             return str(err)
@@ -521,6 +522,7 @@ class SFPStep(ArrayStepShared):
                     self.rng,
                     order=order,
                     track_quantiles=track,
+                    relative=jitted.relative,
                 )
             except ModelCallError:
                 # Numba printed the model's exception; the NumPy sweep calls the model from
@@ -537,6 +539,7 @@ class SFPStep(ArrayStepShared):
                 self.rng,
                 order=order,
                 track_quantiles=track,
+                relative=self.evaluator.relative,
             )
         x = state.position
         evaluations = 1 + info.n_logp_evals

@@ -80,9 +80,29 @@ def settings(correct, interval=(False, False, False), L=6, report=5):
     )
 
 
-def compare(density, config, lower, upper, start, n_sweeps=15, order="sequential"):
-    """Run both sweeps from the same seed; every draw and every field of the info must agree."""
+@cache
+def shifted(density):
+    """``along`` and ``line_logp`` of ``density`` off by a constant of the line: a function of
+    the other coordinates, as a local line is (``relative=True``)."""
+    _, along, _, _ = jitted(density)
+
+    @numba.njit
+    def shifted_along(x, index, values):
+        (out,) = along(x, index, values)
+        return (out + 3.0 + 7.0 * (np.sum(x) - x[index[()]]),)
+
+    def line_logp(x, i, values):
+        return shifted_along(x, np.array(i), values)[0], None
+
+    return shifted_along, line_logp
+
+
+def compare(density, config, lower, upper, start, n_sweeps=15, order="sequential", relative=False):
+    """Run both sweeps from the same seed; every draw and every field of the info must agree.
+    ``relative``: both take the line off by a constant of the line (:func:`shifted`)."""
     point, along, line_logp, point_logp = jitted(density)
+    if relative:
+        along, line_logp = shifted(density)
     states = [SweepState(start, point_logp(start))] * 2
     rngs = [np.random.default_rng(11), np.random.default_rng(11)]
     track = np.array([True, False, True])
@@ -92,11 +112,11 @@ def compare(density, config, lower, upper, start, n_sweeps=15, order="sequential
             assert np.array_equal(rngs[1].permutation(3), sweep_order)
         reference, info = sweep(
             states[0], lower, upper, config, line_logp, point_logp, rngs[0],
-            order=sweep_order, track_quantiles=track,
+            order=sweep_order, track_quantiles=track, relative=relative,
         )  # fmt: skip
         compiled, compiled_info = compiled_sweep(
             states[1], lower, upper, config, point, (), along, (), rngs[1],
-            order=sweep_order, track_quantiles=track,
+            order=sweep_order, track_quantiles=track, relative=relative,
         )  # fmt: skip
         # The same uniforms and log-densities give the same draws; NumPy's vectorised exp/log
         # (SIMD) and the C library's that Numba calls may differ in the last bit, so floats agree
@@ -135,6 +155,29 @@ def test_same_draws_on_interval_coordinates():
     lower, upper = np.array([0.0, 0.0, -5.0]), np.array([1.0, 1.0, 5.0])
     config = settings(True, interval=(True, True, False))
     compare(_beta_like, config, lower, upper, np.array([0.5, 0.5, 0.0]))
+
+
+@pytest.mark.parametrize(
+    "density, interval, lower, upper, start",
+    [
+        (_gaussian, (False,) * 3, [-6.0] * 3, [6.0] * 3, [0.0] * 3),
+        (_constrained, (False,) * 3, [-4.0] * 3, [4.0] * 3, [0.0] * 3),
+        (_beta_like, (True, True, False), [0.0, 0.0, -5.0], [1.0, 1.0, 5.0], [0.5, 0.5, 0.0]),
+    ],
+)
+def test_a_line_known_up_to_a_constant_makes_the_same_draws(density, interval, lower, upper, start):
+    """``relative=True``, with the line off by a function of the other coordinates: both sweeps
+    agree, and make the draws of the exact line (the proposal's log-density is the current one
+    plus the change along the line, equal up to rounding); only the count of evaluations
+    differs, by one per corrected proposal."""
+    config = settings(True, interval=interval)
+    box = np.array(lower), np.array(upper)
+    exact = compare(density, config, *box, np.array(start), order="random")
+    shifted_info = compare(density, config, *box, np.array(start), order="random", relative=True)
+    np.testing.assert_array_equal(shifted_info.empty, exact.empty)
+    assert shifted_info.n_accepted == exact.n_accepted
+    assert shifted_info.n_nonfinite == exact.n_nonfinite
+    assert shifted_info.n_logp_evals == exact.n_logp_evals + 3
 
 
 def test_a_line_with_no_finite_density_stays_put():

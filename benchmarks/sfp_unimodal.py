@@ -1,0 +1,158 @@
+"""SFP benchmark ``unimodal``: ESS per second against NUTS and Slice on Gaussian targets.
+
+The targets: iid N(0, I) at each N of ``Settings.uni_dims`` (``pm.Normal("x", 0, 1, shape=N)``),
+and a 20-D Gaussian with neighbour correlation 0.9 (covariance ``S R S``, ``R_ij = 0.9^|i-j|``,
+scales ``S`` logarithmically spaced from 0.1 to 10; ``pm.MvNormal``). Each sampler draws
+``Settings.chains`` chains on ``Settings.cores`` cores from dispersed starts (every coordinate
+N(0, 2²) times its scale, the same starts for every sampler); its wall time (``time.perf_counter``
+around building the step and ``pm.sample``, so compilation and worker start-up count) is the
+median of ``Settings.repeats`` runs on the model built afresh. ESS is ArviZ's bulk ESS, the
+minimum over the coordinates, and R-hat the largest rank R-hat: a chain stuck away from the
+others shows there. SFP is ``SFPStep()`` with its defaults (automatic boxes, ``L = 100``, the
+compiled sweep, recorded marginals), NUTS and Slice PyMC's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import arviz as az
+import numpy as np
+import pymc as pm
+from _common import Section, md_table
+
+from pymc_sfp import SFPStep
+
+if TYPE_CHECKING:
+    from sfp_benchmarks import Settings
+
+SAMPLERS = {"SFP": SFPStep, "NUTS": pm.NUTS, "Slice": pm.Slice}
+
+
+def iid_model(n: int) -> pm.Model:
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=n)
+    return model
+
+
+def correlated_scales(n: int = 20) -> np.ndarray:
+    return np.logspace(-1.0, 1.0, n)
+
+
+def correlated_model(n: int = 20) -> pm.Model:
+    """``n``-D Gaussian, neighbour correlation 0.9, scales from 0.1 to 10."""
+    scales = correlated_scales(n)
+    lags = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    with pm.Model() as model:
+        pm.MvNormal("x", mu=np.zeros(n), cov=np.outer(scales, scales) * 0.9**lags)
+    return model
+
+
+def starts(scales: np.ndarray, chains: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [{"x": 2.0 * scales * rng.standard_normal(len(scales))} for _ in range(chains)]
+
+
+def run_once(model: pm.Model, sampler: str, initvals: list[dict], s: Settings):
+    began = time.perf_counter()
+    with model:
+        idata = pm.sample(
+            draws=s.uni_draws,
+            tune=s.uni_tune,
+            chains=s.chains,
+            cores=s.cores,
+            step=SAMPLERS[sampler](),
+            initvals=initvals,
+            random_seed=s.seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return idata, time.perf_counter() - began
+
+
+def measure(make_model, scales: np.ndarray, s: Settings) -> dict[str, dict]:
+    """Every sampler on the target: median wall time, minimum bulk ESS, largest R-hat."""
+    initvals = starts(scales, s.chains, s.seed)
+    results = {}
+    for sampler in SAMPLERS:
+        seconds = []
+        for _ in range(s.repeats):
+            idata, wall = run_once(make_model(), sampler, initvals, s)
+            seconds.append(wall)
+        posterior = idata.posterior.to_dataset()
+        wall = float(np.median(seconds))
+        ess = float(az.ess(posterior, method="bulk")["x"].min())
+        results[sampler] = {
+            "wall": wall,
+            "runs": seconds,
+            "ess": ess,
+            "ess_s": ess / wall,
+            "rhat": float(az.rhat(posterior)["x"].max()),
+        }
+        print(f"    {sampler}: {wall:.1f} s, ESS {ess:.0f}", flush=True)
+    return results
+
+
+def benchmark(s: Settings) -> Section:
+    targets = [(f"iid N(0, I), N = {n}", lambda n=n: iid_model(n), np.ones(n)) for n in s.uni_dims]
+    targets.append(("20-D, neighbour correlation 0.9", correlated_model, correlated_scales()))
+    rows, readings = [], []
+    for label, make_model, scales in targets:
+        print(f"  unimodal: {label} ...", flush=True)
+        r = measure(make_model, scales, s)
+        for sampler, m in r.items():
+            rows.append(
+                [
+                    label,
+                    sampler,
+                    f"{m['wall']:.1f} ({', '.join(f'{t:.1f}' for t in m['runs'])})",
+                    f"{m['ess']:.0f}",
+                    f"{m['ess_s']:.0f}",
+                    f"{m['rhat']:.3f}",
+                    f"{m['ess_s'] / r['Slice']['ess_s']:.2f}",
+                    f"{m['ess_s'] / r['NUTS']['ess_s']:.2f}",
+                ]
+            )
+        sfp = r["SFP"]["ess_s"]
+        readings.append(
+            f"{label}: SFP {sfp / r['Slice']['ess_s']:.2f}× Slice's ESS/s, "
+            f"{sfp / r['NUTS']['ess_s']:.2f}× NUTS's"
+        )
+    body = [
+        "## 5. Unimodal Gaussians: ESS per second against NUTS and Slice",
+        "",
+        f"{s.chains} chains × {s.uni_draws} draws after {s.uni_tune} tuning steps, "
+        f"`cores={s.cores}`, `random_seed={s.seed}`, starts dispersed (every coordinate "
+        "N(0, 2²) times its scale, the same for every sampler). iid N(0, I) is "
+        "`pm.Normal('x', 0, 1, shape=N)`; the correlated target is `pm.MvNormal` with "
+        "covariance S R S, R_ij = 0.9^|i−j|, scales S from 0.1 to 10 (log-spaced). SFP: "
+        "`SFPStep()` (defaults: automatic boxes, L = 100, compiled sweep, marginals recorded); "
+        "NUTS, Slice: PyMC's defaults. **Wall s** is the median (every run in brackets) of "
+        f"{s.repeats} runs, each on the model built afresh, around step construction and "
+        "`pm.sample` (compilation included). **ESS** is the minimum bulk ESS over the "
+        "coordinates, **R-hat** the largest rank R-hat.",
+        "",
+        md_table(
+            [
+                "target",
+                "sampler",
+                "wall s",
+                "ESS (min)",
+                "ESS/s",
+                "R-hat (max)",
+                "ESS/s ÷ Slice",
+                "ESS/s ÷ NUTS",
+            ],
+            rows,
+        ),
+        "",
+        "**Reading.** " + "; ".join(readings) + ". On iid coordinates SFP draws each "
+        "coordinate from its exact conditional, and each coordinate's line evaluates only its "
+        "own terms (the local line), so a sweep is linear in N. On the correlated target a "
+        "coordinate's conditional is narrow against the joint's extent along the correlated "
+        "directions, so every coordinate-wise sampler (SFP, Slice) moves slowly there while "
+        "NUTS follows the gradient; its line is the whole log-density (`pm.MvNormal` is one "
+        "term).",
+    ]
+    return Section("unimodal", "\n".join(body))
