@@ -117,10 +117,27 @@ def _fraction_to_offset(fraction: float, delta: float) -> float:
 
 @_jit
 def _offset_to_fraction(t: float, delta: float) -> float:
+    return _fraction_in_cell(t, delta, _cell_denominator(delta))
+
+
+@_jit
+def _cell_denominator(delta: float) -> float:
+    """The denominator of :func:`_fraction_in_cell` for a cell of slope ``delta``."""
     if delta > 1e-9:
-        frac = math.exp(delta * (t - 1.0)) * math.expm1(-delta * t) / math.expm1(-delta)
+        return math.expm1(-delta)
+    if delta < -1e-9:
+        return math.expm1(delta)
+    return 1.0
+
+
+@_jit
+def _fraction_in_cell(t: float, delta: float, denominator: float) -> float:
+    """``_offset_to_fraction`` with the cell's :func:`_cell_denominator` given (computed once
+    for the many points of one cell)."""
+    if delta > 1e-9:
+        frac = math.exp(delta * (t - 1.0)) * math.expm1(-delta * t) / denominator
     elif delta < -1e-9:
-        frac = math.expm1(delta * t) / math.expm1(delta)
+        frac = math.expm1(delta * t) / denominator
     else:
         frac = t
     return min(max(frac, 0.0), 1.0)
@@ -214,6 +231,39 @@ def _cdf_at(nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: float) ->
         return 1.0
     k, t = _cell_of(nodes, x)
     return cdf[k] + (cdf[k + 1] - cdf[k]) * _offset_to_fraction(min(max(t, 0.0), 1.0), slopes[k])
+
+
+@_jit
+def _cdf_along(
+    nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, points: np.ndarray, out: np.ndarray
+) -> None:
+    """``out[m] = _cdf_at(..., points[m])``, the same numbers, in one walk over the cells for
+    increasing points (the walk starts again where they decrease), each cell's denominator
+    computed once."""
+    cells = len(nodes) - 1
+    k, previous = 0, -np.inf
+    denominator = _cell_denominator(slopes[0])
+    for m in range(len(points)):
+        x = points[m]
+        if x < nodes[0]:
+            out[m] = 0.0
+            continue
+        if x > nodes[-1]:
+            out[m] = 1.0
+            continue
+        if x < previous:
+            k = 0
+            denominator = _cell_denominator(slopes[0])
+        previous = x
+        moved = False
+        while k < cells - 1 and nodes[k + 1] <= x:
+            k += 1
+            moved = True
+        if moved:
+            denominator = _cell_denominator(slopes[k])
+        t = (x - nodes[k]) / (nodes[k + 1] - nodes[k])
+        fraction = _fraction_in_cell(min(max(t, 0.0), 1.0), slopes[k], denominator)
+        out[m] = cdf[k] + (cdf[k + 1] - cdf[k]) * fraction
 
 
 @_jit
@@ -526,8 +576,8 @@ def sweep_kernel(
             if track[i] and not (edge_low[i] or edge_high[i]):
                 quantiles[0, i] = _ppf(nodes, cdf, slopes, envelope_quantile)
                 quantiles[1, i] = _ppf(nodes, cdf, slopes, 1 - envelope_quantile)
-        for k in range(n_report):
-            report_cdf[i, k] = _cdf_at(nodes, cdf, slopes, report_grid[i, k])
+        if n_report:
+            _cdf_along(nodes, cdf, slopes, report_grid[i], report_cdf[i])
     return (
         failed,
         x,

@@ -7,7 +7,13 @@ import numba
 import numpy as np
 import pytest
 
-from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
+from pymc_sfp.core.compiled_sweep import (
+    ModelCallError,
+    _cdf_along,
+    _cdf_at,
+    _tabulate,
+    compiled_sweep,
+)
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import SweepSettings, SweepState, sweep
 
@@ -213,3 +219,31 @@ def test_a_density_that_raises_stops_the_sweep():
         )  # fmt: skip
     assert error.value.index == 1
     np.testing.assert_array_equal(state.position, start)
+
+
+def test_cdf_along_points_is_the_cdf_at_each_point():
+    """The report row's one walk over the cells gives the pointwise CDF, bit for bit, for
+    increasing points, points that turn back (the walk restarts), repeated points, nodes and
+    points outside the grid."""
+    rng = np.random.default_rng(3)
+    nodes = np.sort(rng.uniform(-3.0, 3.0, 12))
+    # Flat, rising and falling cells, and a cell with no mass (-inf at both ends).
+    logp = -0.5 * nodes**2
+    logp[4:6] = -np.inf
+    logp[7] = logp[8]
+    _, _, slopes, cdf = _tabulate(nodes, logp, 1.0)
+    cdf = cdf / cdf[-1]
+    points = np.concatenate(
+        [
+            np.linspace(-4.0, 4.0, 41),
+            rng.uniform(-4.0, 4.0, 30),
+            nodes,
+            nodes[::-1],
+            [nodes[3], nodes[3], -5.0, 5.0],
+        ]
+    )
+    out = np.empty(len(points))
+    _cdf_along(nodes, cdf, slopes, points, out)
+    expected = np.array([_cdf_at(nodes, cdf, slopes, p) for p in points])
+    np.testing.assert_array_equal(out, expected)
+    assert np.all(np.diff(out[:41]) >= 0) and out[0] == 0.0 and out[40] == 1.0
