@@ -2,9 +2,9 @@
 
 Averaging the conditional CDFs that an SFP sweep solves for, over the draws, converges to the
 marginal CDF of each coordinate: ``⟨ŷ⟩ → y(x_n)``. :class:`pymc_sfp.SFPStep` records each
-conditional CDF on a grid in the sample stats (``sfp_cdf__<name>``, ``sfp_grid__<name>``), so the
-marginals can be rebuilt from the DataTree that ``pm.sample`` returns, whatever the number of
-chains or processes.
+conditional CDF on a grid in the sample stats (``sfp_cdf__<name>``, and the grid's box in
+``sfp_box__<name>``), so the marginals can be rebuilt from the DataTree that ``pm.sample``
+returns, whatever the number of chains or processes.
 """
 
 from __future__ import annotations
@@ -19,20 +19,28 @@ from scipy.interpolate import CubicSpline, PchipInterpolator
 from scipy.optimize import minimize_scalar
 
 __all__ = [
+    "STAT_PREFIX_BOX",
     "STAT_PREFIX_CDF",
-    "STAT_PREFIX_GRID",
     "Marginal",
     "average_conditionals",
     "conditional_stats",
     "declare_conditional_stats",
+    "recorded_grid",
     "sfp_marginals",
 ]
 
-#: Sample-stat name prefixes of the SFP marginal format: for a variable ``name``, the stats
-#: ``sfp_cdf__<name>`` and ``sfp_grid__<name>`` hold, per draw, each coordinate's conditional CDF
-#: and the points it is recorded at, shape ``(*variable_shape, marginal_points)``.
+#: Sample-stat name prefixes of the SFP marginal format. For a variable ``name``, per draw:
+#: ``sfp_cdf__<name>``, shape ``(*variable_shape, K)``, each coordinate's conditional CDF at the
+#: ``K = marginal_points`` points of its grid (float32); ``sfp_box__<name>``, shape
+#: ``(*variable_shape, 4)``, each coordinate's ``(lower, upper, shift, log)``: the grid is
+#: ``shift + g(lower + p (upper - lower))`` for ``p = linspace(0, 1, K)``, with ``g = exp`` where
+#: ``log`` is 1 and the identity where it is 0 (:func:`recorded_grid`). ``[lower, upper]`` is
+#: the coordinate's box on the sampling scale, and ``g`` with ``shift`` maps it to the scale of
+#: the marginal. Four numbers instead of the K grid points keep what a draw sends from a worker
+#: process to the trace small.
 STAT_PREFIX_CDF = "sfp_cdf__"
-STAT_PREFIX_GRID = "sfp_grid__"
+STAT_PREFIX_BOX = "sfp_box__"
+BOX_FIELDS = 4
 
 
 def declare_conditional_stats(name: str, shape: tuple[int, ...], points: int) -> dict:
@@ -40,39 +48,66 @@ def declare_conditional_stats(name: str, shape: tuple[int, ...], points: int) ->
 
     They are object stats: PyMC's NDArray backend stores a float vector stat only as an object.
     """
-    stat_shape = [*shape, points]
     return {
-        STAT_PREFIX_CDF + name: (object, stat_shape),
-        STAT_PREFIX_GRID + name: (object, stat_shape),
+        STAT_PREFIX_CDF + name: (object, [*shape, points]),
+        STAT_PREFIX_BOX + name: (object, [*shape, BOX_FIELDS]),
     }
 
 
 def conditional_stats(
-    name: str, shape: tuple[int, ...], grid: np.ndarray, cdf: np.ndarray
+    name: str, shape: tuple[int, ...], box: np.ndarray, cdf: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """One draw's stats for a variable: its coordinates' conditional CDFs ``cdf`` at ``grid``.
+    """One draw's stats for a variable: its coordinates' conditional CDFs ``cdf`` on the grids
+    that ``box`` describes.
 
     Parameters
     ----------
     name : str
     shape : tuple of int
         The variable's shape.
-    grid, cdf : ndarray, shape (size, K)
+    box : ndarray, shape (size, 4)
+        Each coordinate's ``(lower, upper, shift, log)`` (see :data:`STAT_PREFIX_BOX`).
+    cdf : ndarray, shape (size, K)
         One row per coordinate of the variable, in raveling order.
 
     Returns
     -------
     dict
-        ``{STAT_PREFIX_GRID + name: grid, STAT_PREFIX_CDF + name: cdf}``, each of shape
-        ``(1, *shape, K)`` (the CDF in float32). The leading length-1 axis makes PyMC's
-        ``np.vstack`` of object stats over draws give ``(draws, *shape, K)``; without it, a vector
-        variable's rows would be stacked into draws.
+        ``{STAT_PREFIX_BOX + name: box, STAT_PREFIX_CDF + name: cdf}``, of shapes
+        ``(1, *shape, 4)`` and ``(1, *shape, K)`` (the CDF in float32). The leading length-1 axis
+        makes PyMC's ``np.vstack`` of object stats over draws give ``(draws, *shape, ...)``;
+        without it, a vector variable's rows would be stacked into draws.
     """
-    points = grid.shape[-1]
     return {
-        STAT_PREFIX_GRID + name: grid.reshape(1, *shape, points),
-        STAT_PREFIX_CDF + name: cdf.astype(np.float32).reshape(1, *shape, points),
+        STAT_PREFIX_BOX + name: box.reshape(1, *shape, BOX_FIELDS),
+        STAT_PREFIX_CDF + name: cdf.astype(np.float32).reshape(1, *shape, cdf.shape[-1]),
     }
+
+
+def recorded_grid(box: np.ndarray, points: int) -> np.ndarray:
+    """The points at which a recorded conditional CDF was taken.
+
+    Parameters
+    ----------
+    box : array_like, shape (..., 4)
+        ``(lower, upper, shift, log)`` per coordinate (see :data:`STAT_PREFIX_BOX`).
+    points : int
+        ``K``, the number of points (the CDF stat's last axis).
+
+    Returns
+    -------
+    ndarray, shape (..., K)
+        ``shift + g(lower + p (upper - lower))`` for ``p = linspace(0, 1, K)``: the same numbers
+        as the sweep's grid (``lower + p (upper - lower)``, :func:`pymc_sfp.core.sfp.sweep`)
+        mapped to the marginal's scale.
+    """
+    box = np.asarray(box, dtype=float)
+    fraction = np.linspace(0.0, 1.0, points)
+    lower, upper = box[..., 0, None], box[..., 1, None]
+    grid = lower + fraction * (upper - lower)
+    on_log_scale = np.broadcast_to(box[..., 3, None] > 0, grid.shape)
+    grid[on_log_scale] = np.exp(grid[on_log_scale])
+    return grid + box[..., 2, None]
 
 
 class Marginal:
@@ -188,7 +223,7 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
 BOX_DISAGREEMENT = 1e-3
 
 
-def _warn_if_boxes_disagree(name: str, grid: np.ndarray, cdf: np.ndarray) -> None:
+def _warn_if_boxes_disagree(name: str, box: np.ndarray, cdf: np.ndarray) -> None:
     """Warn when one chain's conditionals put mass outside another chain's (last) box.
 
     Automatic boxes are tuned per chain: chains that started near different modes can end with
@@ -197,20 +232,23 @@ def _warn_if_boxes_disagree(name: str, grid: np.ndarray, cdf: np.ndarray) -> Non
 
     Parameters
     ----------
-    grid, cdf : ndarray, shape (chain, draw, *shape, K)
+    box : ndarray, shape (chain, draw, *shape, 4)
+    cdf : ndarray, shape (chain, draw, *shape, K)
     """
-    if grid.shape[0] < 2 or grid.shape[1] == 0:
+    if box.shape[0] < 2 or box.shape[1] == 0:
         return
-    lower, upper = grid[:, -1, ..., 0], grid[:, -1, ..., -1]  # (chain, *shape)
-    n_chains = grid.shape[0]
+    edges = recorded_grid(box[:, -1], 2)
+    lower, upper = edges[..., 0], edges[..., 1]  # (chain, *shape)
+    n_chains = box.shape[0]
     worst, where = 0.0, None
     for c in range(n_chains):
+        grid = recorded_grid(box[c], cdf.shape[-1])
         for d in range(n_chains):
             if c == d:
                 continue
             # Chain c's mean conditional CDF at chain d's box edges.
-            below = np.mean(_cdf_at(grid[c], cdf[c], lower[d]), axis=0)
-            above = 1.0 - np.mean(_cdf_at(grid[c], cdf[c], upper[d]), axis=0)
+            below = np.mean(_cdf_at(grid, cdf[c], lower[d]), axis=0)
+            above = 1.0 - np.mean(_cdf_at(grid, cdf[c], upper[d]), axis=0)
             outside = below + above
             if outside.max() > worst:
                 worst = float(outside.max())
@@ -295,19 +333,20 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
     out: dict[str, Any] = {}
     for name in names:
         cdf = read(STAT_PREFIX_CDF + name)
-        grid = read(STAT_PREFIX_GRID + name)
-        _warn_if_boxes_disagree(name, grid, cdf)
+        box = read(STAT_PREFIX_BOX + name)
+        _warn_if_boxes_disagree(name, box, cdf)
         # (chain, draw, *shape, K) → (*shape, chain * draw, K)
         n_points = cdf.shape[-1]
         shape = cdf.shape[2:-1]
         cdf = np.moveaxis(cdf.reshape(-1, *shape, n_points), 0, -2)
-        grid = np.moveaxis(grid.reshape(-1, *shape, n_points), 0, -2)
+        box = np.moveaxis(box.reshape(-1, *shape, BOX_FIELDS), 0, -2)
         if not shape:
-            out[name] = average_conditionals(grid, cdf)
+            out[name] = average_conditionals(recorded_grid(box, n_points), cdf)
             continue
         marginals = np.empty(shape, dtype=object)
         for index in np.ndindex(*shape):
-            marginals[index] = average_conditionals(grid[index], cdf[index])
+            grid = recorded_grid(box[index], n_points)
+            marginals[index] = average_conditionals(grid, cdf[index])
         out[name] = marginals
     return out
 

@@ -20,7 +20,13 @@ from pymc.stats.convergence import log_warning_stats
 from pymc_sfp._validation import as_rows, check_positive_int
 from pymc_sfp.learning.mle import sampled_parameters
 from pymc_sfp.learning.tabulated_prior import log_density_table, marginal_prior, static_shape
-from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID, Marginal, average_conditionals
+from pymc_sfp.marginals import (
+    STAT_PREFIX_BOX,
+    STAT_PREFIX_CDF,
+    Marginal,
+    average_conditionals,
+    recorded_grid,
+)
 from pymc_sfp.nn import gaussian_likelihood, mlp
 from pymc_sfp.step_methods.sfp import SFPStep
 
@@ -278,13 +284,14 @@ class IncrementalSFP:
         for var in sampled_parameters(self.network):
             # Each sweep's stat has a leading draw axis of length 1 (see SFPStep); stacked, the
             # sweeps give (draws, *shape, points).
-            cdfs, grids = (
+            cdfs, boxes = (
                 np.concatenate([stats[prefix + var.name] for stats in kept])
-                for prefix in (STAT_PREFIX_CDF, STAT_PREFIX_GRID)
+                for prefix in (STAT_PREFIX_CDF, STAT_PREFIX_BOX)
             )
             marginals = np.empty(cdfs.shape[1:-1], dtype=object)
             for index in np.ndindex(marginals.shape):
-                marginals[index] = average_conditionals(grids[:, *index], cdfs[:, *index])
+                grid = recorded_grid(boxes[:, *index], cdfs.shape[-1])
+                marginals[index] = average_conditionals(grid, cdfs[:, *index])
             self.prior_marginals[var.name] = marginals
             lower, upper, table = log_density_table(
                 marginals, points=self.prior_points, floor=self.floor

@@ -80,16 +80,17 @@ class SFPStepState(StepMethodState):
     sweeps_without_acceptance: int
 
 
-def _marginal_map(transform: Any, is_interval: bool) -> tuple[str, Any]:
+def _marginal_map(transform: Any, is_interval: bool) -> tuple[str, bool | None]:
     """How a variable's sampling coordinate maps to its constrained scale for marginals.
 
-    Returns the name under which its marginal is stored, and an increasing elementwise map, or
-    ``None`` when the marginal stays on the sampling (unconstrained) scale.
+    Returns the name under which its marginal is stored, and whether the map is ``exp``
+    (``False``: the identity), or ``None`` when the marginal stays on the sampling
+    (unconstrained) scale.
     """
     if transform is None or is_interval:
-        return "rv", lambda x: x
+        return "rv", False
     if isinstance(transform, LogTransform):
-        return "rv", np.exp
+        return "rv", True
     return "value", None
 
 
@@ -149,8 +150,9 @@ class SFPStep(ArrayStepShared):
         Notes); ``True`` raises where it is not, ``False`` always uses the NumPy sweep.
     marginal_points : int, default 100
         Number of points at which each coordinate's conditional CDF is recorded per draw, in the
-        sample stats ``sfp_cdf__<name>`` / ``sfp_grid__<name>``, for :func:`pymc_sfp.sfp_marginals`.
-        ``0`` records nothing (memory is ``marginal_points × 12`` bytes per coordinate per draw).
+        sample stats ``sfp_cdf__<name>`` (with the grid's box in ``sfp_box__<name>``), for
+        :func:`pymc_sfp.sfp_marginals`. ``0`` records nothing (memory is
+        ``4 × marginal_points + 32`` bytes per coordinate per draw).
     model : pm.Model, optional
     rng : RandomGenerator, optional
     initial_point : dict, optional
@@ -167,7 +169,7 @@ class SFPStep(ArrayStepShared):
     edge) moves out by one box width, and at tuning draws 25, 50, 100, … the box is refitted to
     the envelope of the conditionals' ``[1e-6, 1 - 1e-6]`` quantiles seen since the last refit,
     widened by half its width on each side. At the end of tuning the box is never narrowed; it is
-    then frozen, logged, and readable from the ``sfp_grid__*`` stats. The chain targets the
+    then frozen, logged, and readable from the ``sfp_box__*`` stats. The chain targets the
     posterior restricted to the box; edge hits after tuning are counted and warned about.
 
     Before each refit during tuning, an automatic box's line is probed on a grid nine times as
@@ -392,18 +394,27 @@ class SFPStep(ArrayStepShared):
         ):
             rv = model.values_to_rvs[value_var]
             transform = model.rvs_to_transforms.get(rv)
+            shift = None
             if isinstance(transform, IntervalTransform) and not self.layout.interval[slc].all():
                 a, _, lower_bounded, upper_bounded = transform.get_a_and_b(rv.owner.inputs)
-                a_val = constant_value(a, model)
-                if lower_bounded and not upper_bounded and a_val is not None:
-                    label, to_scale = "rv", (lambda u, a=a_val: a + np.exp(u))
+                shift = constant_value(a, model)
+                if lower_bounded and not upper_bounded and shift is not None:
+                    label, on_log_scale = "rv", True
                 else:
-                    label, to_scale = "value", None
+                    label, on_log_scale = "value", None
             else:
-                label, to_scale = _marginal_map(transform, bool(self.layout.interval[slc].all()))
+                label, on_log_scale = _marginal_map(
+                    transform, bool(self.layout.interval[slc].all())
+                )
+            # Each coordinate's (shift, log) of the recorded box (marginals.STAT_PREFIX_BOX).
+            size = slc.stop - slc.start
+            scale = np.zeros((size, 2))
+            if label == "rv":
+                scale[:, 0] = np.broadcast_to(shift if shift is not None else 0.0, shape).ravel()
+                scale[:, 1] = on_log_scale
             name = rv.name if label == "rv" else value_var.name
             stats |= declare_conditional_stats(name, shape, self.marginal_points)
-            entries.append((name, shape, slc, to_scale))
+            entries.append((name, shape, slc, scale))
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         return entries
@@ -501,6 +512,8 @@ class SFPStep(ArrayStepShared):
         self.box_lower[outside] = np.minimum(self.box_lower[outside], x[outside])
         self.box_upper[outside] = np.maximum(self.box_upper[outside], x[outside])
 
+        # The boxes of this sweep (tuning replaces them after it), for the recorded marginals.
+        box_lower, box_upper = self.box_lower.copy(), self.box_upper.copy()
         logp_start = self.evaluator.logp(x)
         state = SweepState(x, logp_start if np.isfinite(logp_start) else -np.inf)
         order = self.rng.permutation(layout.size) if self.order == "random" else None
@@ -577,11 +590,9 @@ class SFPStep(ArrayStepShared):
             "model_logp": float(logp_current + layout.log_jacobian(x)),
             "warning": self._warning(info, n_edge_hits),
         }
-        for name, shape, slc, to_scale in self._marginal_stats:
-            grid = info.report_grid[slc]
-            if to_scale is not None:
-                grid = to_scale(grid)
-            stats |= conditional_stats(name, shape, grid, info.report_cdf[slc])
+        for name, shape, slc, scale in self._marginal_stats:
+            box = np.column_stack((box_lower[slc], box_upper[slc], scale))
+            stats |= conditional_stats(name, shape, box, info.report_cdf[slc])
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
 
     def _check_start(self, x: np.ndarray) -> None:

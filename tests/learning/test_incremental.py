@@ -13,7 +13,7 @@ import xarray as xr
 
 from pymc_sfp import SFPStep, sfp_marginals
 from pymc_sfp.learning import IncrementalSFP, log_density_table
-from pymc_sfp.marginals import STAT_PREFIX_CDF, STAT_PREFIX_GRID
+from pymc_sfp.marginals import STAT_PREFIX_BOX, STAT_PREFIX_CDF
 
 
 def sine_data(n, rng):
@@ -92,7 +92,7 @@ def test_incremental_prior_marginals_are_sfp_marginals_of_the_kept_sweeps(increm
     kept = fit_stats[10:]
     data = {}
     for key in kept[0]:
-        if key.startswith((STAT_PREFIX_CDF, STAT_PREFIX_GRID)):
+        if key.startswith((STAT_PREFIX_CDF, STAT_PREFIX_BOX)):
             # Each sweep's stat has a leading axis of length 1: stacked, (draws, *shape, points).
             values = np.concatenate([stats[key] for stats in kept])
             dims = tuple(f"{key}_dim_{j}" for j in range(values.ndim - 1))

@@ -109,10 +109,10 @@ def known_marginal_tree(network, shapes_ab, grid, beta_on_box):
     data = {}
     for var, (a, b) in shapes_ab.items():
         cdf = np.broadcast_to(beta_on_box(a, b).cdf(grid), (*var_shape(network, var), len(grid)))
-        grids = np.broadcast_to(grid, cdf.shape)
+        box = np.broadcast_to([grid[0], grid[-1], 0.0, 0.0], (*cdf.shape[:-1], 4))
         dims = tuple(f"{var.name}_d{j}" for j in range(cdf.ndim))
         data[f"sfp_cdf__{var.name}"] = (("chain", "draw", *dims), cdf[None, None])
-        data[f"sfp_grid__{var.name}"] = (("chain", "draw", *dims), grids[None, None])
+        data[f"sfp_box__{var.name}"] = (("chain", "draw", *dims[:-1], "box"), box[None, None])
     return xr.DataTree.from_dict({"sample_stats": xr.Dataset(data)})
 
 

@@ -225,8 +225,8 @@ def test_interval_variable_sampled_on_its_support():
     sd = np.sqrt(np.trapezoid((grid - mean) ** 2 * post, grid))
     assert abs(w_draws.mean() - mean) < 4 * sd / np.sqrt(len(w_draws))
     assert np.isfinite(draws).all()
-    grid_stat = step_stats[-1]["sfp_grid__w"][0]  # one draw: shape (1, K)
-    assert grid_stat[0] == -1 and grid_stat[-1] == 1  # the box is the support
+    box_stat = step_stats[-1]["sfp_box__w"][0]  # one draw: shape (1, 4)
+    np.testing.assert_array_equal(box_stat, [-1, 1, 0, 0])  # the box is the support
 
 
 def test_step_function_likelihood_with_quadrature():
@@ -256,8 +256,8 @@ def test_automatic_box_adapts_during_tuning():
             progressbar=False,
             compute_convergence_checks=False,
         )
-    grid = idata.sample_stats["sfp_grid__a"].values
-    lower, upper = grid[..., 0], grid[..., -1]
+    box = idata.sample_stats["sfp_box__a"].values
+    lower, upper = box[..., 0], box[..., 1]
     # Frozen after tuning, covering the posterior with margin, and not absurdly wide.
     assert np.all(lower == lower[:, :1]) and np.all(upper == upper[:, :1])
     assert np.all(lower < 300 - 5 * 50) and np.all(upper > 300 + 5 * 50)

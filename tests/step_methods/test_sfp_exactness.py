@@ -187,8 +187,8 @@ def test_automatic_boxes_find_a_distant_mode_from_dispersed_starts():
     upper_mode = (idata.posterior["x"].values > 0).astype(float)
     for chain in upper_mode:
         assert_within_mcse(chain[None], 0.7)
-    grid = idata.sample_stats["sfp_grid__x"].values
-    assert (grid[..., 0] < -20).all() and (grid[..., -1] > 20).all()
+    box = idata.sample_stats["sfp_box__x"].values
+    assert (box[..., 0] < -20).all() and (box[..., 1] > 20).all()
 
 
 def test_warnings_reach_the_main_process(caplog):
