@@ -19,7 +19,9 @@ from pymc_sfp.core.tap import (
 def correlated_inputs(rng, m, n, rho):
     """Equicorrelated standard-normal inputs (correlation ``rho`` between components)."""
     C = rho * np.ones((n, n)) + (1.0 - rho) * np.eye(n)
-    return rng.multivariate_normal(np.zeros(n), C, size=m)
+    # Cholesky, not the default SVD: C has a repeated eigenvalue, whose eigenvectors (and so the
+    # draws) the SVD leaves to the LAPACK build; the Cholesky factor is unique.
+    return rng.multivariate_normal(np.zeros(n), C, size=m, method="cholesky")
 
 
 def probit_labels(rng, X, w):

@@ -212,7 +212,9 @@ def test_new_inputs_through_set_data_and_posterior_predictive(perceptron):
 
 def equicorrelated(rng, m, n, rho):
     C = rho * np.ones((n, n)) + (1.0 - rho) * np.eye(n)
-    return rng.multivariate_normal(np.zeros(n), C, size=m)
+    # Cholesky, not the default SVD: C has a repeated eigenvalue, whose eigenvectors (and so the
+    # draws) the SVD leaves to the LAPACK build; the Cholesky factor is unique.
+    return rng.multivariate_normal(np.zeros(n), C, size=m, method="cholesky")
 
 
 def reference(model, step=None, draws=2500, tune=800, **kwargs):
@@ -249,15 +251,17 @@ def test_adaptive_tap_matches_nuts_on_correlated_inputs_naive_is_worse(likelihoo
     assert adaptive.converged and naive.converged
     # Inputs with correlation 0.9 make the posterior correlated: a dense mass matrix keeps the
     # NUTS trees short.
-    mean, var, ess = reference(model, init="jitter+adapt_full")
-    assert ess > 4000
+    mean, var, ess = reference(model, init="jitter+adapt_full", draws=10000)
+    assert ess > 16000
     sd = np.sqrt(var)
     # The reference mean's standard error is sd/√ESS: five of them bound the adaptive error ...
+    # (a long reference, so that the bound, about 0.033 sd, resolves the naive variant's bias:
+    # about 0.06 sd on the probit data, 0.11 on the logistic)
     bound = 5.0 / np.sqrt(ess)
     assert np.max(np.abs(adaptive.mean - mean) / sd) < bound
     assert np.corrcoef(adaptive.mean, mean)[0, 1] > 0.99
     # ... and the variances meet the 10 % criterion, against a reference whose own relative
-    # error is √(2/ESS) < 0.023.
+    # error is √(2/ESS) < 0.012.
     np.testing.assert_allclose(adaptive.var, var, rtol=0.10)
     # The naive Λ = 1 − q assumes uncorrelated inputs: its means are off by more than the bound.
     assert np.max(np.abs(naive.mean - mean) / sd) > bound
@@ -273,7 +277,7 @@ def test_noisy_perceptron_matches_a_long_slice_run():
     fit = pymc_sfp.fit_tap(model).tap
     assert fit.converged
     # The step likelihood has no gradient: slice sampling, the package's SFPStep being slower.
-    mean, var, ess = reference(model, step=pm.Slice(model=model), draws=5000, tune=500)
+    mean, var, ess = reference(model, step=pm.Slice(model=model), draws=8000, tune=500)
     assert ess > 3000
     # EP is not exact for the step likelihood: the criteria, correlation > 0.99 and
     # variances within 10 % (the reference's own relative error √(2/ESS) < 0.026).
