@@ -238,11 +238,13 @@ def _cdf_along(
     nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, points: np.ndarray, out: np.ndarray
 ) -> None:
     """``out[m] = _cdf_at(..., points[m])``, the same numbers, in one walk over the cells for
-    increasing points (the walk starts again where they decrease), each cell's denominator
-    computed once."""
+    increasing points (the walk starts again where they decrease). A point at a node takes the
+    node's CDF (the fraction of a cell at its left node is exactly 0), so the default report,
+    whose points are the line's grid nodes (``marginal_points == L``), costs no exponentials;
+    other points compute their cell's denominator once per cell."""
     cells = len(nodes) - 1
     k, previous = 0, -np.inf
-    denominator = _cell_denominator(slopes[0])
+    denominator, denominator_cell = 1.0, -1
     for m in range(len(points)):
         x = points[m]
         if x < nodes[0]:
@@ -253,14 +255,14 @@ def _cdf_along(
             continue
         if x < previous:
             k = 0
-            denominator = _cell_denominator(slopes[0])
         previous = x
-        moved = False
         while k < cells - 1 and nodes[k + 1] <= x:
             k += 1
-            moved = True
-        if moved:
-            denominator = _cell_denominator(slopes[k])
+        if x == nodes[k]:
+            out[m] = cdf[k]
+            continue
+        if denominator_cell != k:
+            denominator, denominator_cell = _cell_denominator(slopes[k]), k
         t = (x - nodes[k]) / (nodes[k + 1] - nodes[k])
         fraction = _fraction_in_cell(min(max(t, 0.0), 1.0), slopes[k], denominator)
         out[m] = cdf[k] + (cdf[k + 1] - cdf[k]) * fraction
