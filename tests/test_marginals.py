@@ -20,6 +20,25 @@ from pymc_sfp.marginals import (
 )
 
 
+def recorded_conditionals(step, model, sweeps: int, seed: int) -> dict:
+    """``sweeps`` sweeps of ``step`` from the model's initial point: per recorded variable, the
+    points and the conditional CDFs, each of shape ``(sweeps, *shape, K)``."""
+    step.rng = np.random.default_rng(seed)
+    q = DictToArrayBijection.map(model.initial_point())
+    recorded = []
+    for _ in range(sweeps):
+        q, step_stats = step.astep(q)
+        recorded.append(step_stats[0])
+    names = [k[len(STAT_PREFIX_CDF) :] for k in recorded[0] if k.startswith(STAT_PREFIX_CDF)]
+    out = {}
+    for name in names:
+        # Each sweep's stats have a leading draw axis of length 1.
+        cdfs = np.concatenate([s[STAT_PREFIX_CDF + name] for s in recorded])
+        boxes = np.concatenate([s[STAT_PREFIX_BOX + name] for s in recorded])
+        out[name] = recorded_grid(boxes, cdfs.shape[-1]), cdfs
+    return out
+
+
 def test_marginal_of_exact_beta_cdf():
     points = np.linspace(0.0, 1.0, 201)
     target = stats.beta(3.0, 5.0)
@@ -51,15 +70,7 @@ def test_marginal_of_normal_matches_pdf():
     with pm.Model() as model:
         pm.Normal("y", 1.0, 2.0)
         step = SFPStep(bounds=(-15, 17))
-    step.rng = np.random.default_rng(0)
-    q = DictToArrayBijection.map(model.initial_point())
-    recorded = []
-    for _ in range(5):
-        q, step_stats = step.astep(q)
-        recorded.append(step_stats[0])
-    # Each sweep's stat has a leading draw axis of length 1.
-    cdfs = np.concatenate([s[STAT_PREFIX_CDF + "y"] for s in recorded])
-    grids = recorded_grid(np.concatenate([s[STAT_PREFIX_BOX + "y"] for s in recorded]), 100)
+    grids, cdfs = recorded_conditionals(step, model, 5, seed=0)["y"]
     marginal = average_conditionals(grids, cdfs)
     grid = np.linspace(-7, 9, 200)
     assert np.abs(marginal.pdf(grid) - stats.norm.pdf(grid, 1, 2)).max() < 2e-3
@@ -198,32 +209,22 @@ def test_marginals_on_each_scale_are_the_exact_marginals():
         b = pm.Uniform("b", -1.0, 3.0)
         pm.Potential("tilt", -(b**2))  # b: N(0, 1/2) truncated to [-1, 3]
         step = SFPStep(L=200)
-    step.rng = np.random.default_rng(5)
-    q = DictToArrayBijection.map(model.initial_point())
-    recorded = []
-    for _ in range(3):
-        q, step_stats = step.astep(q)
-        recorded.append(step_stats[0])
-    boxes = {k[len(STAT_PREFIX_BOX) :] for k in recorded[0] if k.startswith(STAT_PREFIX_BOX)}
-    assert boxes == {"s", "t", "b"}
+    recorded = recorded_conditionals(step, model, 3, seed=5)
+    assert recorded.keys() == {"s", "t", "b"}
+    b_exact = stats.truncnorm(-np.sqrt(2), 3 * np.sqrt(2), scale=np.sqrt(0.5))
     exact = {
-        "s": (stats.halfnorm(scale=1.0), np.linspace(0.05, 3.0, 30)),
-        "t": (stats.truncnorm((lower - 2.0), np.inf, loc=2.0), np.linspace(1.0, 5.0, 30)),
-        "b": (
-            stats.truncnorm(-np.sqrt(2), 3 * np.sqrt(2), scale=np.sqrt(0.5)),
-            np.linspace(-1, 3, 30),
+        "s": (lambda x, _: stats.halfnorm.cdf(x), np.linspace(0.05, 3.0, 30)),
+        "t": (
+            lambda x, i: stats.truncnorm.cdf(x, lower[i] - 2.0, np.inf, loc=2.0),
+            np.linspace(1.0, 5.0, 30),
         ),
+        "b": (lambda x, _: b_exact.cdf(x), np.linspace(-1, 3, 30)),
     }
-    for name, (dist, x) in exact.items():
-        cdfs = np.concatenate([s[STAT_PREFIX_CDF + name] for s in recorded])
-        grids = recorded_grid(np.concatenate([s[STAT_PREFIX_BOX + name] for s in recorded]), 100)
+    for name, (exact_cdf, x) in exact.items():
+        grids, cdfs = recorded[name]
         for index in np.ndindex(cdfs.shape[1:-1]):
             marginal = average_conditionals(grids[:, *index], cdfs[:, *index])
-            truth = (
-                dist.cdf(x)
-                if name != "t"
-                else stats.truncnorm.cdf(x, lower[index] - 2.0, np.inf, loc=2.0)
-            )
+            truth = exact_cdf(x, index)
             # The conditional at L = 200, recorded at 100 points and interpolated linearly
             # between them: errors of order 1e-3; a wrong map of the grid is off by O(0.1).
             assert np.abs(marginal.cdf(x) - truth).max() < 5e-3, (name, index)
