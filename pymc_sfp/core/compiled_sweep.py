@@ -477,9 +477,10 @@ def sweep_kernel(
     arguments; ``relative``: ``along`` is known up to a constant of the line (module
     docstring); ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as
     ``track_quantiles`` (all ``False`` for none); ``constants`` those of :func:`_constants`.
-    Returns the coordinate at which a call of the model failed (``-1`` for none: the sweep
-    stops there), the new position and log-density, then the counts and arrays of
-    :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
+    A NaN ``logp_current`` is evaluated first (as the reference sweep does). Returns the
+    coordinate at which a call of the model failed (``-1`` for none, ``len(x)`` for the start's
+    evaluation: the sweep stops there), the new position and log-density, then the counts and
+    arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
     """
     budget_factor, limits, defensive_weight, edge_fraction, edge_mass, envelope_quantile = constants
     x = _copy(x)
@@ -490,6 +491,16 @@ def sweep_kernel(
     empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = _sweep_outputs(
         n, n_report
     )
+    if math.isnan(logp_current):
+        (start,) = point((x,) + point_extra)  # noqa: RUF005
+        if _failed(start):
+            order = order[:0]
+            failed = n
+        else:
+            logp_current = float(start[()])
+            if not math.isfinite(logp_current):
+                logp_current = -np.inf
+            evaluations += 1
     for i in order:
         a, b = lower[i], upper[i]
         margin = 1e-12 * (b - a)
@@ -599,12 +610,14 @@ def sweep_kernel(
 
 class ModelCallError(RuntimeError):
     """A call of the model's compiled log-density failed inside :func:`compiled_sweep` (the
-    model raised; Numba printed its exception). ``index`` is the coordinate being updated."""
+    model raised; Numba printed its exception). ``index`` is the coordinate being updated
+    (``None`` for the evaluation at the sweep's start)."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int | None):
+        where = "at the sweep's start" if index is None else f"at coordinate {index}"
         super().__init__(
-            f"the model's log-density raised an error inside the compiled sweep at coordinate "
-            f"{index} (printed above by Numba)"
+            f"the model's log-density raised an error inside the compiled sweep {where} "
+            "(printed above by Numba)"
         )
         self.index = index
 
@@ -675,15 +688,18 @@ _MOST_ADDRESSES = 64
 _ENTRY_POINTS: dict[tuple, Callable] = {}
 
 
-def _address(function: Callable, arguments: tuple) -> FunctionAddress:
-    """``function``'s :class:`FunctionAddress` for arguments of the types of ``arguments``
-    (called once with copies of them, if it has no such overload yet)."""
-    key = (function, _fingerprint(arguments[1:]))
-    if key not in _ADDRESSES:
-        _ADDRESSES[key] = FunctionAddress(function, _copied(arguments))
+def _address(function: Callable, extras: tuple, leading: Callable[[], tuple]) -> FunctionAddress:
+    """``function``'s :class:`FunctionAddress` for arguments ``(*leading(), *extras)`` of these
+    types. The leading arguments' types never change (:func:`compiled_sweep` makes them), so
+    only the extras' are looked at; ``leading`` is called, and the function once with copies of
+    all the arguments, only when it has no such overload yet."""
+    key = (function, _fingerprint(extras))
+    address = _ADDRESSES.get(key)
+    if address is None:
+        address = _ADDRESSES[key] = FunctionAddress(function, _copied((*leading(), *extras)))
         if len(_ADDRESSES) > _MOST_ADDRESSES:
             del _ADDRESSES[next(iter(_ADDRESSES))]
-    return _ADDRESSES[key]
+    return address
 
 
 def _kernel_entry(arguments: tuple) -> Callable:
@@ -741,9 +757,9 @@ def compiled_sweep(
     n = len(state.position)
     uniforms = draw_uniforms(rng, n)
     position = np.ascontiguousarray(state.position, dtype=np.float64)
-    point_address = _address(point, (position, *point_extra))
+    point_address = _address(point, point_extra, lambda: (position,))
     along_address = _address(
-        along, (position, np.array(0, dtype=np.int64), position[:1], *along_extra)
+        along, along_extra, lambda: (position, np.array(0, dtype=np.int64), position[:1])
     )
     arguments = (
         point_address,
@@ -773,7 +789,7 @@ def compiled_sweep(
     kernel = _kernel_entry(arguments)
     failed, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = kernel(*arguments)
     if failed >= 0:
-        raise ModelCallError(int(failed))
+        raise ModelCallError(int(failed) if failed < n else None)
     empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = per_coordinate
     info = SweepInfo(
         n_accepted=int(accepted),

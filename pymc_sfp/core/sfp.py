@@ -338,7 +338,8 @@ def sweep(
     ----------
     state : SweepState
         Start of the sweep; ``state.logp`` must be ``point_logp(state.position)`` (``-inf`` if not
-        finite) when ``settings.correct``.
+        finite) when ``settings.correct``, or NaN: the sweep then evaluates it (counted in
+        ``n_logp_evals``).
     lower, upper : ndarray, shape (N,)
         Each coordinate's box.
     settings : SweepSettings
@@ -366,6 +367,10 @@ def sweep(
     n = len(x)
     n_report = len(settings.report_points)
     accepted = n_invalid = n_nonfinite = evaluations = 0
+    if np.isnan(logp_current):
+        logp_current = float(point_logp(x))
+        logp_current = logp_current if np.isfinite(logp_current) else -np.inf
+        evaluations += 1
     empty = np.zeros(n, dtype=bool)
     unresolved = np.zeros(n, dtype=bool)
     edge_low = np.zeros(n, dtype=bool)

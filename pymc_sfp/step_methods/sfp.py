@@ -406,15 +406,17 @@ class SFPStep(ArrayStepShared):
                 label, on_log_scale = _marginal_map(
                     transform, bool(self.layout.interval[slc].all())
                 )
-            # Each coordinate's (shift, log) of the recorded box (marginals.STAT_PREFIX_BOX).
-            size = slc.stop - slc.start
-            scale = np.zeros((size, 2))
+            # Each coordinate's recorded box (marginals.STAT_PREFIX_BOX), with its (shift, log);
+            # each draw fills in (lower, upper).
+            box_template = np.zeros((slc.stop - slc.start, 4))
             if label == "rv":
-                scale[:, 0] = np.broadcast_to(shift if shift is not None else 0.0, shape).ravel()
-                scale[:, 1] = on_log_scale
+                box_template[:, 2] = np.broadcast_to(
+                    shift if shift is not None else 0.0, shape
+                ).ravel()
+                box_template[:, 3] = on_log_scale
             name = rv.name if label == "rv" else value_var.name
             stats |= declare_conditional_stats(name, shape, self.marginal_points)
-            entries.append((name, shape, slc, scale))
+            entries.append((name, shape, slc, box_template))
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         return entries
@@ -502,20 +504,13 @@ class SFPStep(ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, StatsType]:
         layout = self.layout
         x = layout.from_value(q0.data)
-        self._check_start(x)
-        if np.isnan(self.box_lower).any():
-            start = np.isnan(self.box_lower)
-            self.box_lower[start] = x[start] - AUTO_HALFWIDTH
-            self.box_upper[start] = x[start] + AUTO_HALFWIDTH
-        self._check_inside(x, self.box_lower, self.box_upper, ~self._auto)
-        outside = self._auto & ((x < self.box_lower) | (x > self.box_upper))
-        self.box_lower[outside] = np.minimum(self.box_lower[outside], x[outside])
-        self.box_upper[outside] = np.maximum(self.box_upper[outside], x[outside])
-
-        # The boxes of this sweep (tuning replaces them after it), for the recorded marginals.
-        box_lower, box_upper = self.box_lower.copy(), self.box_upper.copy()
-        logp_start = self.evaluator.logp(x)
-        state = SweepState(x, logp_start if np.isfinite(logp_start) else -np.inf)
+        # A finite start inside every box passes this one test (NaN fails it: a non-finite
+        # start, and an automatic box that no draw has centred yet).
+        if not ((x >= self.box_lower) & (x <= self.box_upper)).all():
+            self._admit_start(x)
+        # NaN: the sweep evaluates the log-density at the start itself (in the compiled sweep
+        # that costs no call from Python).
+        state = SweepState(x, np.nan)
         order = self.rng.permutation(layout.size) if self.order == "random" else None
         track = self._auto if self.tune else None
         compiled = self.kernel == "numba"
@@ -555,7 +550,7 @@ class SFPStep(ArrayStepShared):
                 relative=self.evaluator.relative,
             )
         x = state.position
-        evaluations = 1 + info.n_logp_evals
+        evaluations = info.n_logp_evals
         logp_current = state.logp
         if not self.correct:
             logp_current = self.evaluator.logp(x)
@@ -568,6 +563,33 @@ class SFPStep(ArrayStepShared):
                 "reach it."
             )
         n_edge_hits = int(np.count_nonzero(info.edge_low) + np.count_nonzero(info.edge_high))
+        n_empty = int(np.count_nonzero(info.empty))
+        n_unresolved = int(np.count_nonzero(info.unresolved))
+        self.sweeps_without_acceptance = (
+            0 if info.n_accepted else self.sweeps_without_acceptance + 1
+        )
+        stats = {
+            "accept": info.n_accepted / layout.size,
+            "n_invalid": info.n_invalid,
+            "n_empty": n_empty,
+            "n_unresolved": n_unresolved,
+            "n_nonfinite": info.n_nonfinite,
+            "n_logp_evals": evaluations,
+            "n_edge_hits": n_edge_hits,
+            "model_logp": float(logp_current + layout.log_jacobian(x)),
+            "warning": self._warning(
+                info,
+                n_invalid=info.n_invalid,
+                n_unresolved=n_unresolved,
+                n_empty=n_empty,
+                n_edge_hits=n_edge_hits,
+            ),
+        }
+        # Before tuning moves the boxes: the CDFs were taken on this sweep's.
+        for name, shape, slc, box_template in self._marginal_stats:
+            box = box_template.copy()
+            box[:, 0], box[:, 1] = self.box_lower[slc], self.box_upper[slc]
+            stats |= conditional_stats(name, shape, box, info.report_cdf[slc])
         if self.tune:
             boxes = track_boxes(self._boxes(), self._auto, info)
             self.tuning_draws += 1
@@ -575,25 +597,20 @@ class SFPStep(ArrayStepShared):
                 boxes = refit_boxes(self._probe(x, boxes), self._auto, allow_shrink=True)
                 self.next_checkpoint *= 2
             self._set_boxes(boxes)
-        self.sweeps_without_acceptance = (
-            0 if info.n_accepted else self.sweeps_without_acceptance + 1
-        )
-
-        stats = {
-            "accept": info.n_accepted / layout.size,
-            "n_invalid": info.n_invalid,
-            "n_empty": int(np.count_nonzero(info.empty)),
-            "n_unresolved": int(np.count_nonzero(info.unresolved)),
-            "n_nonfinite": info.n_nonfinite,
-            "n_logp_evals": evaluations,
-            "n_edge_hits": n_edge_hits,
-            "model_logp": float(logp_current + layout.log_jacobian(x)),
-            "warning": self._warning(info, n_edge_hits),
-        }
-        for name, shape, slc, scale in self._marginal_stats:
-            box = np.column_stack((box_lower[slc], box_upper[slc], scale))
-            stats |= conditional_stats(name, shape, box, info.report_cdf[slc])
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
+
+    def _admit_start(self, x: np.ndarray) -> None:
+        """The start of a sweep that is not inside every box: raise if it is not a number or
+        leaves a fixed box; centre the automatic boxes no draw has placed yet on it, and widen
+        the others to reach it."""
+        self._check_start(x)
+        start = np.isnan(self.box_lower)
+        self.box_lower[start] = x[start] - AUTO_HALFWIDTH
+        self.box_upper[start] = x[start] + AUTO_HALFWIDTH
+        self._check_inside(x, self.box_lower, self.box_upper, ~self._auto)
+        outside = self._auto & ((x < self.box_lower) | (x > self.box_upper))
+        self.box_lower[outside] = np.minimum(self.box_lower[outside], x[outside])
+        self.box_upper[outside] = np.maximum(self.box_upper[outside], x[outside])
 
     def _check_start(self, x: np.ndarray) -> None:
         """A chain point that is not a number: PyMC's transform of a value outside the support."""
@@ -623,49 +640,63 @@ class SFPStep(ArrayStepShared):
                 envelope_upper[i] = max(envelope_upper[i], found[1])
         return boxes._replace(envelope_lower=envelope_lower, envelope_upper=envelope_upper)
 
-    def _warning(self, info: SweepInfo, n_edge_hits: int) -> SamplerWarning | None:
+    def _warning(
+        self,
+        info: SweepInfo,
+        *,
+        n_invalid: int,
+        n_unresolved: int,
+        n_empty: int,
+        n_edge_hits: int,
+    ) -> SamplerWarning | None:
         """The first warning of each kind in this chain, as PyMC's ``warning`` stat (PyMC logs
         it in the main process, whatever the number of cores; the counts are in the stats)."""
+        happened = {
+            "invalid": n_invalid,
+            "unresolved": n_unresolved,
+            "empty": n_empty,
+            "edge": n_edge_hits and not self.tune,
+            "stuck": self.sweeps_without_acceptance >= STUCK_SWEEPS and not self.tune,
+        }
+        kind = next((k for k, due in happened.items() if due and k not in self.warned), None)
+        if kind is None:
+            return None
+        self.warned.add(kind)
         settings = f"solver={self.solver!r}, L={self.L}, D={self.D}"
-        messages = {}
-        if info.n_invalid:
-            messages["invalid"] = (
-                f"{info.n_invalid} collocation conditional(s) were not valid CDFs ({settings}) "
+        if kind == "invalid":
+            message = (
+                f"{n_invalid} collocation conditional(s) were not valid CDFs ({settings}) "
                 "and were replaced by the quadrature conditional for that draw. Raise L (or D), "
                 "or use solver='quadrature'. Counts are in the 'n_invalid' stat."
             )
-        if info.unresolved.any():
-            messages["unresolved"] = (
+        elif kind == "unresolved":
+            message = (
                 f"the conditional of {self._names(info.unresolved)} stays under-resolved after "
                 f"refinement ({settings}): its mass sits in a region far narrower than the box, "
                 "so proposals are poor and the chain mixes slowly there (it stays exact). Narrow "
                 "`bounds` for it or raise L. Counts are in the 'n_unresolved' stat."
             )
-        if info.empty.any():
-            messages["empty"] = (
+        elif kind == "empty":
+            message = (
                 f"the log-density is not finite anywhere on the box of "
                 f"{self._names(info.empty)} ({settings}), so it stays where it is. Another "
                 "variable may have moved to the edge of its support, e.g. a scale collapsing to "
                 "zero in a centred hierarchical model: reparametrise (non-centred), or bound it. "
                 "Counts are in the 'n_empty' stat."
             )
-        if n_edge_hits and not self.tune:
-            messages["edge"] = (
+        elif kind == "edge":
+            message = (
                 "conditional mass piles up at a box edge after tuning, so the box truncates the "
                 "posterior. Pass wider `bounds` or tune longer. Counts are in the 'n_edge_hits' "
                 "stat."
             )
-        if self.sweeps_without_acceptance >= STUCK_SWEEPS and not self.tune:
-            messages["stuck"] = (
+        else:
+            message = (
                 f"no coordinate accepted a draw in {self.sweeps_without_acceptance} sweeps "
                 f"({settings}): the chain is stuck. Its conditionals are poor proposals here; "
                 "narrow `bounds`, raise L, or reparametrise. See the 'accept' stat."
             )
-        for kind, message in messages.items():
-            if kind not in self.warned:
-                self.warned.add(kind)
-                return SamplerWarning(WarningType.BAD_PARAMS, f"SFPStep: {message}", "warn")
-        return None
+        return SamplerWarning(WarningType.BAD_PARAMS, f"SFPStep: {message}", "warn")
 
     def _names(self, mask: np.ndarray) -> str:
         indices = np.flatnonzero(mask)

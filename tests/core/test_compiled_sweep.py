@@ -103,13 +103,24 @@ def shifted(density):
     return shifted_along, line_logp
 
 
-def compare(density, config, lower, upper, start, n_sweeps=15, order="sequential", relative=False):
+def compare(
+    density,
+    config,
+    lower,
+    upper,
+    start,
+    n_sweeps=15,
+    order="sequential",
+    relative=False,
+    start_logp=None,
+):
     """Run both sweeps from the same seed; every draw and every field of the info must agree.
-    ``relative``: both take the line off by a constant of the line (:func:`shifted`)."""
+    ``relative``: both take the line off by a constant of the line (:func:`shifted`);
+    ``start_logp``: the start's log-density passed in (default: evaluated here)."""
     point, along, line_logp, point_logp = jitted(density)
     if relative:
         along, line_logp = shifted(density)
-    states = [SweepState(start, point_logp(start))] * 2
+    states = [SweepState(start, point_logp(start) if start_logp is None else start_logp)] * 2
     rngs = [np.random.default_rng(11), np.random.default_rng(11)]
     track = np.array([True, False, True])
     for t in range(n_sweeps):
@@ -186,6 +197,24 @@ def test_a_line_known_up_to_a_constant_makes_the_same_draws(density, interval, l
     assert shifted_info.n_logp_evals == exact.n_logp_evals + 3
 
 
+@pytest.mark.parametrize(
+    "density, start",
+    [(_gaussian, [0.5, -0.5, 0.0]), (_constrained, [1.0, 1.0, 0.0])],
+    ids=["finite", "outside-the-constraint"],
+)
+def test_a_start_without_its_log_density_is_evaluated_first(density, start):
+    """``SweepState(x, nan)``: both sweeps evaluate the log-density at the start (``-inf``
+    where it is not finite), count that evaluation, and then draw as from the given value."""
+    box = np.full(3, -4.0), np.full(3, 4.0)
+    given = compare(density, settings(True), *box, np.array(start), n_sweeps=1)
+    evaluated = compare(
+        density, settings(True), *box, np.array(start), n_sweeps=1, start_logp=np.nan
+    )
+    assert evaluated.n_logp_evals == given.n_logp_evals + 1
+    assert evaluated.n_accepted == given.n_accepted
+    np.testing.assert_array_equal(evaluated.report_cdf, given.report_cdf)
+
+
 def test_a_line_with_no_finite_density_stays_put():
     """Both sweeps leave a coordinate whose whole box is -inf in place and flag it empty."""
     # x0 + x1 > 1 on all of x0's box, whatever x1 in its box.
@@ -219,6 +248,14 @@ def test_a_density_that_raises_stops_the_sweep():
         )  # fmt: skip
     assert error.value.index == 1
     np.testing.assert_array_equal(state.position, start)
+    # The start's own evaluation, when the sweep makes it, fails before any coordinate.
+    beyond = np.array([0.0, 2.5, 0.0])
+    with pytest.raises(ModelCallError, match="sweep's start") as error:
+        compiled_sweep(
+            SweepState(beyond, np.nan), np.full(3, -3.0), np.full(3, 3.0), settings(True),
+            point, (), along, (), np.random.default_rng(0),
+        )  # fmt: skip
+    assert error.value.index is None
 
 
 def test_cdf_along_points_is_the_cdf_at_each_point():
