@@ -18,8 +18,7 @@ import pymc as pm
 
 from pymc_sfp._validation import check_real
 from pymc_sfp.core.dynamics import geometric_ladder
-from pymc_sfp.step_methods.dynamics import StochasticDynamics
-from pymc_sfp.step_methods.tempering import ParallelTempering
+from pymc_sfp.step_methods.tempering import ParallelTempering, _DeferredDynamics
 
 __all__ = ["ReplicaExchangeDynamics"]
 
@@ -130,7 +129,7 @@ class ReplicaExchangeDynamics(ParallelTempering):
                 )
         super().__init__(
             vars,
-            explorer=functools.partial(StochasticDynamics, **kwargs),
+            explorer=functools.partial(_DeferredDynamics, **kwargs),
             betas=ladder[::-1],
             rounds_per_draw=rounds_per_draw,
             adapt_schedule=adapt_ladder,

@@ -35,6 +35,7 @@ from pymc.util import get_value_vars_from_user_vars
 
 from pymc_sfp._validation import check_int_at_least
 from pymc_sfp.compile import (
+    StepGraph,
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_prior_sampler,
@@ -283,7 +284,7 @@ class ParallelTempering(ArrayStepShared):
         # One explorer for every rung, on the tempered view of the model: β is shared.
         self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
         if explorer is None:
-            explorer = functools.partial(StochasticDynamics, n_leapfrog=5)
+            explorer = functools.partial(_DeferredDynamics, n_leapfrog=5)
         self._explorer = explorer(
             vars=value_vars,
             model=tempered_model(model, self._beta),
@@ -299,10 +300,17 @@ class ParallelTempering(ArrayStepShared):
         if vectorized is None:
             vectorized = LadderDynamics.supports(self._explorer)
         elif vectorized and not LadderDynamics.supports(self._explorer):
+            got = (
+                "StochasticDynamics with a dense mass matrix or pm.Minibatch data"
+                if isinstance(self._explorer, StochasticDynamics)
+                else type(self._explorer).__name__
+            )
             raise ValueError(
                 "vectorized=True needs StochasticDynamics as the explorer, with a diagonal mass "
-                f"matrix; got {type(self._explorer).__name__}"
+                f"matrix; got {got}"
             )
+        if isinstance(self._explorer, _DeferredDynamics):
+            self._explorer.compile_density(needed=not vectorized)
         self._tempered_density = (
             compile_batched_tempered_density(graph, compile_kwargs) if vectorized else None
         )
@@ -651,6 +659,24 @@ class _Collected:
             flags[0, : self.n_chains] = self.diverging
             out["replica_diverging"] = flags
         return out
+
+
+class _DeferredDynamics(StochasticDynamics):
+    """The default explorer: :class:`StochasticDynamics` that compiles its log-density and
+    gradient only when :meth:`compile_density` says they are needed. The vectorised ladder
+    (:class:`LadderDynamics`) reads the explorer's settings and adaptation only and evaluates the
+    whole ladder through its own compiled function, so compiling the explorer's would be wasted
+    (about a second)."""
+
+    def _compile_density(self, graph: StepGraph, compile_kwargs: dict | None) -> None:
+        self._deferred = (graph, compile_kwargs)
+
+    def compile_density(self, *, needed: bool) -> None:
+        """Compile now if ``needed`` (the rungs are stepped one by one); drop what compiling
+        needs either way."""
+        deferred = self.__dict__.pop("_deferred")
+        if needed:
+            super()._compile_density(*deferred)
 
 
 def _clone_step(step: Any) -> Any:

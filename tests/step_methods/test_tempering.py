@@ -363,6 +363,23 @@ def test_log_evidence_refuses_other_runs():
         tempering_log_evidence(xr.DataTree.from_dict({"sample_stats": xr.Dataset()}))
 
 
+def test_the_default_explorer_compiles_only_what_its_path_calls(two_modes):
+    """Vectorised, the ladder evaluates every rung through its own compiled function, so the
+    default explorer compiles no log-density of its own; stepped rung by rung (asked for, or
+    because of a dense mass matrix) it does."""
+    with two_modes:
+        vectorised = ParallelTempering()
+        rung_by_rung = ParallelTempering(vectorized=False)
+        dense = ParallelTempering(explorer_kwargs={"scaling": np.ones((1, 1))})
+    assert vectorised._tempered_density is not None
+    assert not hasattr(vectorised._explorer, "_logp_dlogp")
+    for step in (rung_by_rung, dense):
+        assert step._tempered_density is None
+        assert callable(step._explorer._logp_dlogp)
+    for step in (vectorised, rung_by_rung, dense):
+        assert not hasattr(step._explorer, "_deferred")
+
+
 def test_bad_input(two_modes):
     with two_modes:
         with pytest.raises(ValueError, match=r"min_chains \(8\) must not exceed max_chains"):
@@ -379,7 +396,7 @@ def test_bad_input(two_modes):
             ParallelTempering(explorer=lambda **kw: object())
         with pytest.raises(ValueError, match="vectorized=True needs StochasticDynamics"):
             ParallelTempering(explorer=pm.Slice, vectorized=True)
-        with pytest.raises(ValueError, match="vectorized=True needs StochasticDynamics"):
+        with pytest.raises(ValueError, match="got StochasticDynamics with a dense mass matrix"):
             ParallelTempering(explorer_kwargs={"scaling": np.ones((1, 1))}, vectorized=True)
     with pm.Model():
         pm.Normal("a")
