@@ -18,8 +18,9 @@ for the chains, as ``sfp_samplers.py`` does.
 
 ``kernel``: ``pm.sample_smc`` with ``pymc_sfp.SFPKernel`` against the IMH and MH kernels on
 targets where SFP sweeps should pay: a step-function likelihood on a bounded prior (1-D and 5-D),
-a hard constraint (a −inf potential) and the 110-nat two-mode target. Reported: the error of a
-known quantity (pooled and worst chain), the log-evidence error, wall seconds.
+a hard constraint (a −inf potential), the 110-nat two-mode target, and an egg-box of 3^d modes
+on the coordinate grid (d = 5 and 10), whose every conditional is a three-mode mixture. Reported:
+the error of a known quantity (pooled and worst chain), the log-evidence error, wall seconds.
 """
 
 from __future__ import annotations
@@ -343,6 +344,47 @@ def constrained_model() -> pm.Model:
     return model
 
 
+#: The egg-box: each coordinate's likelihood is this three-mode mixture, modes 12 sd apart.
+EGGBOX_WEIGHTS = np.array([0.2, 0.2, 0.6])
+EGGBOX_MEANS = np.array([-6.0, 0.0, 6.0])
+EGGBOX_SD = 0.5
+EGGBOX_BOX = 10.0
+
+
+def eggbox_model(dim: int) -> pm.Model:
+    """``x ~ U(−10, 10)^dim`` and, per coordinate, the likelihood 0.2 N(−6, 0.5²) +
+    0.2 N(0, 0.5²) + 0.6 N(6, 0.5²): 3^dim modes, all on the coordinate grid."""
+    with pm.Model() as model:
+        x = pm.Uniform("x", -EGGBOX_BOX, EGGBOX_BOX, shape=dim)
+        per_mode = np.log(EGGBOX_WEIGHTS) + pm.logp(
+            pm.Normal.dist(EGGBOX_MEANS, EGGBOX_SD), x[:, None]
+        )
+        pm.Potential("mixture", pm.math.logsumexp(per_mode, axis=1).sum())
+    return model
+
+
+def eggbox_problem(dim: int) -> KernelProblem:
+    """The egg-box in ``dim`` coordinates, with the weight of the upper mode (x_i > 3) and the
+    log evidence (the box truncates a share of the mass below 1e-20)."""
+    inside = stats.norm.cdf(EGGBOX_BOX, EGGBOX_MEANS, EGGBOX_SD) - stats.norm.cdf(
+        -EGGBOX_BOX, EGGBOX_MEANS, EGGBOX_SD
+    )
+    upper = stats.norm.cdf(EGGBOX_BOX, EGGBOX_MEANS, EGGBOX_SD) - stats.norm.cdf(
+        3.0, EGGBOX_MEANS, EGGBOX_SD
+    )
+    mass = float(EGGBOX_WEIGHTS @ inside)
+    return KernelProblem(
+        f"eggbox-{dim}d",
+        f"x ~ U(−10, 10)^{dim}, per coordinate 0.2 N(−6, ½²) + 0.2 N(0, ½²) + 0.6 N(6, ½²) "
+        f"({3**dim} modes)",
+        "P(x_i > 3), mean over i",
+        float(EGGBOX_WEIGHTS @ upper) / mass,
+        dim * float(np.log(mass / (2 * EGGBOX_BOX))),
+        lambda: eggbox_model(dim),
+        lambda x: (x > 3.0).mean(axis=(1, 2)),
+    )
+
+
 def kernel_problems() -> list[KernelProblem]:
     """The targets of the ``kernel`` benchmark with their exact answers."""
     upper = 1.0 / (1.0 + np.exp(-2.0))
@@ -386,6 +428,8 @@ def kernel_problems() -> list[KernelProblem]:
             two_modes.model,
             lambda x: (x > 0).mean(axis=(1, 2)),
         ),
+        eggbox_problem(5),
+        eggbox_problem(10),
     ]
 
 
