@@ -679,6 +679,10 @@ class _DeferredDynamics(StochasticDynamics):
             super()._compile_density(*deferred)
 
 
+# Messages name the step as users know it (pickling goes by the qualified name, unchanged).
+_DeferredDynamics.__name__ = StochasticDynamics.__name__
+
+
 def _clone_step(step: Any) -> Any:
     """A copy of a step method that shares its compiled functions but owns its per-chain state:
     the attributes its PyMC sampling state declares (deep copies; the sub-steps of a

@@ -378,6 +378,7 @@ def test_the_default_explorer_compiles_only_what_its_path_calls(two_modes):
         assert callable(step._explorer._logp_dlogp)
     for step in (vectorised, rung_by_rung, dense):
         assert not hasattr(step._explorer, "_deferred")
+        assert type(step._explorer).__name__ == "StochasticDynamics"  # as messages name it
 
 
 def test_bad_input(two_modes):
