@@ -39,6 +39,7 @@ __all__ = [
     "DynamicsSettings",
     "Metric",
     "PhaseState",
+    "RowMassMatrix",
     "Trajectory",
     "TransitionInfo",
     "geometric_ladder",
@@ -71,6 +72,79 @@ class Metric(NamedTuple):
     """``p ↦ ½ pᵀ M⁻¹ p``."""
     draw_momentum: Callable[[], np.ndarray]
     """A draw from ``N(0, M)``."""
+
+
+class RowMassMatrix:
+    """The mass matrices of a batch of points, one per row: diagonal or dense.
+
+    Parameters
+    ----------
+    inverse_mass : ndarray, shape (n, d) or (n, d, d)
+        ``M⁻¹`` of each row (its diagonal, or the whole symmetric positive-definite matrix);
+        ``n = 1`` serves every row of a batch of any size.
+
+    Notes
+    -----
+    With ``M⁻¹ = L Lᵀ`` (Cholesky), a row ``p = z L⁻¹`` of standard-normal ``z`` has covariance
+    ``L⁻ᵀ L⁻¹ = M``; :meth:`whiten` is the inverse map ``p ↦ p L``. Keeping persistent momenta
+    whitened lets them follow a mass matrix that changes while it is tuned, as ``N(0, M)`` draws
+    follow ``M``.
+    """
+
+    def __init__(self, inverse_mass: np.ndarray):
+        self.inverse_mass = np.asarray(inverse_mass, dtype=float)
+        if self.inverse_mass.ndim not in (2, 3):
+            raise ValueError(
+                "inverse_mass must have shape (n, d) (diagonals) or (n, d, d) (matrices), got "
+                f"shape {self.inverse_mass.shape}"
+            )
+        self.dense = self.inverse_mass.ndim == 3
+        if self.dense:
+            cholesky = np.linalg.cholesky(self.inverse_mass)
+            self._whiten, self._colour = cholesky, np.linalg.inv(cholesky)
+        else:
+            self._colour = 1.0 / np.sqrt(self.inverse_mass)
+
+    def rows(self, index: np.ndarray) -> RowMassMatrix:
+        """The mass matrices of the rows ``index``."""
+        subset = object.__new__(RowMassMatrix)
+        subset.inverse_mass, subset.dense = self.inverse_mass[index], self.dense
+        subset._colour = self._colour[index]
+        if self.dense:
+            subset._whiten = self._whiten[index]
+        return subset
+
+    @staticmethod
+    def _times(rows: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+        """Each row times its matrix (a row vector on the left)."""
+        return np.matmul(rows[:, None, :], matrices)[:, 0, :]
+
+    def velocity(self, momentum: np.ndarray) -> np.ndarray:
+        """``M⁻¹ p`` row by row."""
+        if self.dense:
+            return self._times(momentum, self.inverse_mass)
+        return momentum * self.inverse_mass
+
+    def kinetic_energy(self, momentum: np.ndarray) -> np.ndarray:
+        """``½ pᵀ M⁻¹ p`` row by row."""
+        return 0.5 * np.sum(momentum * self.velocity(momentum), axis=1)
+
+    def colour(self, noise: np.ndarray) -> np.ndarray:
+        """Rows of ``N(0, I)`` noise to rows of ``N(0, M)`` momenta."""
+        if self.dense:
+            return self._times(noise, self._colour)
+        return noise * self._colour
+
+    def whiten(self, momentum: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`colour`."""
+        if self.dense:
+            return self._times(momentum, self._whiten)
+        return momentum / self._colour
+
+    def metric(self, standard_normal: Callable[[], np.ndarray]) -> Metric:
+        """The :class:`Metric` of the batch, drawing momenta from ``standard_normal()`` noise
+        of the batch's shape."""
+        return Metric(self.velocity, self.kinetic_energy, lambda: self.colour(standard_normal()))
 
 
 class DynamicsSettings(NamedTuple):

@@ -40,7 +40,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from pymc_sfp.core.dynamics import DynamicsSettings, Metric, PhaseState, transition
+from pymc_sfp.core.dynamics import DynamicsSettings, PhaseState, RowMassMatrix, transition
 
 __all__ = [
     "RESAMPLING_SCHEMES",
@@ -398,34 +398,16 @@ def hamiltonian_move(
     particles : ndarray, shape (S, d)
     info : MoveInfo
     """
-    inverse_mass = np.asarray(inverse_mass, dtype=float)
-    if inverse_mass.ndim == 1:
-        momentum_factor = np.diag(1.0 / np.sqrt(inverse_mass))
-
-        def velocity(momentum: np.ndarray) -> np.ndarray:
-            return momentum * inverse_mass
-
-    else:
-        # Rows p = z L⁻¹ with M⁻¹ = L Lᵀ have covariance L⁻ᵀ L⁻¹ = M.
-        momentum_factor = np.linalg.inv(np.linalg.cholesky(inverse_mass))
-
-        def velocity(momentum: np.ndarray) -> np.ndarray:
-            return momentum @ inverse_mass
-
-    def draw_momentum() -> np.ndarray:
-        return rng.standard_normal(particles.shape) @ momentum_factor
-
-    def kinetic_energy(momentum: np.ndarray) -> np.ndarray:
-        return 0.5 * np.sum(momentum * velocity(momentum), axis=1)
+    mass = RowMassMatrix(np.asarray(inverse_mass, dtype=float)[None])
 
     def trajectory_density(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
         logp, grad = log_density_grad(q)
         return logp, grad, None
 
     logp, grad = log_density_grad(particles)
-    state = PhaseState(particles, draw_momentum(), np.asarray(logp, dtype=float), grad)
+    metric = mass.metric(lambda: rng.standard_normal(particles.shape))
+    state = PhaseState(particles, metric.draw_momentum(), np.asarray(logp, dtype=float), grad)
     settings = DynamicsSettings(n_leapfrog, alpha, max_energy_error=max_energy_error)
-    metric = Metric(velocity, kinetic_energy, draw_momentum)
     acceptance = 0.0
     n_divergent = 0
     for _ in range(n_transitions):

@@ -7,7 +7,7 @@ declared sample stats, and per-chain state (the momentum persists from draw to d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from copy import deepcopy
 from typing import Any
 
@@ -22,6 +22,8 @@ from pymc.step_methods.hmc.quadpotential import (
     QuadPotential,
     QuadPotentialDiag,
     QuadPotentialDiagAdapt,
+    QuadPotentialFull,
+    QuadPotentialFullInv,
     quad_potential,
 )
 from pymc.step_methods.state import dataclass_state
@@ -41,6 +43,7 @@ from pymc_sfp.core.dynamics import (
     LogpGrad,
     Metric,
     PhaseState,
+    RowMassMatrix,
     TransitionInfo,
     transition,
 )
@@ -53,6 +56,11 @@ from pymc_sfp.step_methods._common import (
 )
 
 __all__ = ["LadderDynamics", "StochasticDynamics"]
+
+#: PyMC's mass-matrix potentials that :class:`LadderDynamics` reads as diagonals or matrices
+#: (``QuadPotentialFullAdapt`` is a ``QuadPotentialFull``).
+_DIAGONAL_POTENTIALS = (QuadPotentialDiag, QuadPotentialDiagAdapt)
+_DENSE_POTENTIALS = (QuadPotentialFull, QuadPotentialFullInv)
 
 _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("divergences", "Divergences", "d", 0),
@@ -467,46 +475,75 @@ class StochasticDynamics(ArrayStepShared):
             noise_scale, noise_share = self._minibatch_noise_scale(q, grad, step_size, potential)
             n_grad += 1
         metric = Metric(potential.velocity, potential.energy, potential.random)
-        accept_total = 0.0
-        n_accepted = 0
-        n_constraint_hits = 0
-        diverging = False
-        jitter = self.step_size_jitter
-        for _ in range(self.thin):
-            epsilon = (
-                step_size * self.rng.uniform(1.0 - jitter, 1.0 + jitter) if jitter else step_size
-            )
-            state, info = transition(
-                state, epsilon, self._settings, logp_grad, metric, self.rng.uniform, noise_scale
-            )
+
+        def update_step_size(info: TransitionInfo) -> None:
             step_adapt.update(self._tuning_statistic(info, noise_share), adapt)
-            accept_total += info.accept_stat
-            n_accepted += info.accepted
-            n_constraint_hits += info.hit_constraint
-            n_grad += info.n_grad
-            diverging |= info.diverging
+
+        state, stats = self._draw(
+            state, step_size, metric, logp_grad, self.rng, update_step_size, n_grad, noise_scale
+        )
         potential.update(state.position, state.grad, self.tune)
-        stats = {
-            "accept": accept_total / self.thin,
-            "n_accepted": n_accepted,
-            "diverging": diverging,
-            "n_constraint_hits": n_constraint_hits,
-            "energy": info.energy,
-            "energy_error": info.energy_error,
-            "n_grad_evals": n_grad,
+        stats |= {
             "gradient_noise_share": noise_share,
-            "model_logp": state.logp,
             **step_adapt.stats(),
             "step_size": step_size,
         }
         return state, stats
 
+    def _draw(
+        self,
+        state: PhaseState,
+        step_size: float | np.ndarray,
+        metric: Metric,
+        logp_grad: LogpGrad,
+        rng: np.random.Generator,
+        update_step_size: Callable[[TransitionInfo], None],
+        n_grad: int = 1,
+        noise_scale: np.ndarray | None = None,
+    ) -> tuple[PhaseState, dict[str, Any]]:
+        """The ``thin`` transitions of one draw, from ``state``: of one chain, or of a batch of
+        chains (one row each, ``step_size`` one per row). ``update_step_size`` sees each
+        transition's info; ``n_grad`` counts the gradients spent before. Returns the end state
+        and the stats this loop knows, as Python scalars or, for a batch, one value per row."""
+        size = None if np.ndim(state.logp) == 0 else len(state.logp)
+        accept_total, n_accepted, n_hits, diverging = 0.0, 0, 0, False
+        jitter = self.step_size_jitter
+        for _ in range(self.thin):
+            epsilon = (
+                step_size * rng.uniform(1.0 - jitter, 1.0 + jitter, size) if jitter else step_size
+            )
+            state, info = transition(
+                state,
+                epsilon,
+                self._settings,
+                logp_grad,
+                metric,
+                lambda: rng.uniform(size=size),
+                noise_scale,
+            )
+            update_step_size(info)
+            accept_total += info.accept_stat
+            n_accepted += info.accepted
+            n_hits += info.hit_constraint
+            n_grad += info.n_grad
+            diverging |= info.diverging
+        return state, {
+            "accept": accept_total / self.thin,
+            "n_accepted": n_accepted,
+            "diverging": diverging,
+            "n_constraint_hits": n_hits,
+            "energy": info.energy,
+            "energy_error": info.energy_error,
+            "n_grad_evals": n_grad,
+            "model_logp": state.logp,
+        }
+
 
 class LadderDynamics:
     """A :class:`StochasticDynamics` step run for a ladder of chains at once: the replicas of
-    parallel tempering, each with its own target, momentum, step-size adaptation and diagonal
-    mass matrix, moved together by one vectorised transition (one compiled call of the batched
-    log-density per leapfrog step for all of them).
+    parallel tempering, each with its own target, momentum, step-size adaptation and mass
+    matrix (diagonal or dense), moved together by one vectorised transition (one compiled call
+    of the batched log-density per leapfrog step for all of them).
 
     Every chain makes exactly the transitions :class:`StochasticDynamics` makes (the same
     :func:`~pymc_sfp.core.dynamics.transition`, tuning statistic and PyMC adaptation objects);
@@ -515,8 +552,7 @@ class LadderDynamics:
     Parameters
     ----------
     template : StochasticDynamics
-        The step whose settings every chain uses (never stepped itself). Its mass matrix must be
-        diagonal (:meth:`supports`).
+        The step whose settings every chain uses (never stepped itself); see :meth:`supports`.
     n_chains : int
     rng : numpy.random.Generator
     tune : bool
@@ -532,21 +568,26 @@ class LadderDynamics:
         for adapt, potential in zip(self._step_adapts, self._potentials, strict=True):
             adapt.reset()
             potential.reset()
-        self._momentum: np.ndarray | None = None
+        self._dense = not isinstance(template.potential, _DIAGONAL_POTENTIALS)
+        size = template._size
+        # Persistent momenta, whitened (see RowMassMatrix): drawn at the first step.
+        self._noise: np.ndarray | None = None
         self._divergences = np.zeros(n_chains, dtype=np.int64)
         self.rng = rng
         self.tune = tune
-        self._inverse_mass = np.empty(0)
+        self._step_size, self._step_size_bar = np.empty(n_chains), np.empty(n_chains)
+        self._inverse_mass = np.empty((n_chains, size, size) if self._dense else (n_chains, size))
         self._read_adaptation(np.arange(n_chains))
 
     @staticmethod
     def supports(step: Any) -> bool:
-        """Whether ``step`` can run as a ladder: a :class:`StochasticDynamics` with a diagonal
-        mass matrix (PyMC's ``QuadPotentialDiag`` or ``QuadPotentialDiagAdapt``) on the full
-        data (no ``pm.Minibatch``)."""
+        """Whether ``step`` can run as a ladder: a :class:`StochasticDynamics` with one of
+        PyMC's diagonal (``QuadPotentialDiag``, ``QuadPotentialDiagAdapt``) or dense
+        (``QuadPotentialFull``, ``QuadPotentialFullAdapt``, ``QuadPotentialFullInv``) mass
+        matrices, on the full data (no ``pm.Minibatch``)."""
         return (
             isinstance(step, StochasticDynamics)
-            and isinstance(step.potential, QuadPotentialDiag | QuadPotentialDiagAdapt)
+            and isinstance(step.potential, _DIAGONAL_POTENTIALS + _DENSE_POTENTIALS)
             and not step._minibatch_rngs
         )
 
@@ -558,18 +599,13 @@ class LadderDynamics:
         """Cache the step sizes and mass matrices of ``chains`` as arrays (they change only
         while tuning)."""
         adapt = self.tune and self._template.adapt_step_size
-        n = len(self._potentials)
-        if self._inverse_mass.shape[0] != n:
-            self._step_size, self._step_size_bar = np.empty(n), np.empty(n)
-            self._inverse_mass = np.empty((n, 0))
+        # M⁻¹ is a potential's velocity: of ones for a diagonal, of the identity for a matrix.
+        unit = np.eye(self._template._size) if self._dense else np.ones(self._template._size)
         for k in chains:
             self._step_size[k] = self._step_adapts[k].current(adapt)
             self._step_size_bar[k] = self._step_adapts[k].stats()["step_size_bar"]
-            # A diagonal potential's M⁻¹ is its velocity of ones (no private attribute).
-            diagonal = self._potentials[k].velocity(np.ones(self._template._size))
-            if self._inverse_mass.shape[1] != len(diagonal):
-                self._inverse_mass = np.empty((n, len(diagonal)))
-            self._inverse_mass[k] = diagonal
+            self._inverse_mass[k] = self._potentials[k].velocity(unit)
+        self._mass = RowMassMatrix(self._inverse_mass)
 
     def step(
         self,
@@ -589,64 +625,36 @@ class LadderDynamics:
                 f"{type(template).__name__}: the log-density or its gradient is not finite at "
                 f"the starting points of chains {chains[bad].tolist()} of the ladder"
             )
-        inverse_mass = self._inverse_mass[chains]
-        momentum_scale = 1.0 / np.sqrt(inverse_mass)
-        if self._momentum is None:
-            self._momentum = self.rng.standard_normal(self._inverse_mass.shape)
-        metric = Metric(
-            lambda p: p * inverse_mass,
-            lambda p: 0.5 * np.sum(p * p * inverse_mass, axis=1),
-            lambda: self.rng.standard_normal(positions.shape) * momentum_scale,
-        )
+        if self._noise is None:
+            self._noise = self.rng.standard_normal(self._inverse_mass.shape[:2])
+        mass = self._mass.rows(chains)
+        metric = mass.metric(lambda: self.rng.standard_normal(positions.shape))
         adapt = self.tune and template.adapt_step_size
         step_size = self._step_size[chains]
-        state = PhaseState(positions, self._momentum[chains] * momentum_scale, logp, grad, aux)
-        n = len(chains)
-        accept_total, n_accepted, n_hits = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
-        diverging = np.zeros(n, dtype=bool)
-        n_grad = 1
-        jitter = template.step_size_jitter
-        for _ in range(template.thin):
-            epsilon = (
-                step_size * self.rng.uniform(1.0 - jitter, 1.0 + jitter, n) if jitter else step_size
-            )
-            state, info = transition(
-                state,
-                epsilon,
-                template._settings,
-                density,
-                metric,
-                lambda: self.rng.uniform(size=n),
-            )
+        state = PhaseState(positions, mass.colour(self._noise[chains]), logp, grad, aux)
+
+        def update_step_sizes(info: TransitionInfo) -> None:
             if adapt:
                 statistic = template._tuning_statistic(info)
                 for i, k in enumerate(chains):
                     self._step_adapts[k].update(float(statistic[i]), True)
-            accept_total += info.accept_stat
-            n_accepted += info.accepted
-            n_hits += info.hit_constraint
-            n_grad += info.n_grad
-            diverging |= info.diverging
+
+        state, stats = template._draw(
+            state, step_size, metric, density, self.rng, update_step_sizes
+        )
         if self.tune:
             for i, k in enumerate(chains):
                 self._potentials[k].update(state.position[i], state.grad[i], True)
         else:
-            self._divergences[chains] += diverging
-        # Kept in units of N(0, M), so that a new mass matrix rescales it as it rescales M.
-        self._momentum[chains] = state.momentum / momentum_scale
-        stats = {
-            "accept": accept_total / template.thin,
-            "n_accepted": n_accepted,
-            "diverging": diverging,
+            self._divergences[chains] += stats["diverging"]
+        self._noise[chains] = mass.whiten(state.momentum)
+        n = len(chains)
+        stats |= {
             "divergences": self._divergences[chains],
-            "n_constraint_hits": n_hits,
-            "energy": info.energy,
-            "energy_error": info.energy_error,
             "step_size": step_size,
             "step_size_bar": self._step_size_bar[chains],
-            "n_grad_evals": np.full(n, n_grad),
+            "n_grad_evals": np.full(n, stats["n_grad_evals"]),
             "gradient_noise_share": np.zeros(n),
-            "model_logp": state.logp,
         }
         if self.tune:
             self._read_adaptation(chains)

@@ -138,8 +138,9 @@ class ParallelTempering(ArrayStepShared):
         LadderDynamics`: one compiled call of the tempered log-density and its gradient per
         leapfrog step for the whole ladder) instead of calling the explorer rung by rung. The
         chains are the same Markov chains either way. Default: when the explorer is
-        :class:`~pymc_sfp.StochasticDynamics` with a diagonal mass matrix (its default);
-        ``True`` makes it an error otherwise.
+        :class:`~pymc_sfp.StochasticDynamics` with one of PyMC's diagonal or dense mass
+        matrices (any ``scaling`` or ``potential`` but a sparse one); ``True`` makes it an
+        error otherwise.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
@@ -301,13 +302,13 @@ class ParallelTempering(ArrayStepShared):
             vectorized = LadderDynamics.supports(self._explorer)
         elif vectorized and not LadderDynamics.supports(self._explorer):
             got = (
-                "StochasticDynamics with a dense mass matrix or pm.Minibatch data"
+                f"StochasticDynamics with a {type(self._explorer.potential).__name__} mass matrix"
                 if isinstance(self._explorer, StochasticDynamics)
                 else type(self._explorer).__name__
             )
             raise ValueError(
-                "vectorized=True needs StochasticDynamics as the explorer, with a diagonal mass "
-                f"matrix; got {got}"
+                "vectorized=True needs StochasticDynamics as the explorer, with one of PyMC's "
+                f"diagonal or dense mass matrices; got {got}"
             )
         if isinstance(self._explorer, _DeferredDynamics):
             self._explorer.compile_density(needed=not vectorized)

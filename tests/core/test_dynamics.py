@@ -9,6 +9,7 @@ from pymc_sfp.core.dynamics import (
     DynamicsSettings,
     Metric,
     PhaseState,
+    RowMassMatrix,
     geometric_ladder,
     leapfrog,
     swap_neighbours,
@@ -259,6 +260,43 @@ def test_batched_transition_is_the_transition_of_each_row(correct):
         for field in ("accept_stat", "accepted", "energy", "diverging", "hit_constraint"):
             assert getattr(info, field)[i] == getattr(row_info, field), (i, field)
         np.testing.assert_equal(info.share_before_constraint[i], row_info.share_before_constraint)
+
+
+def test_row_mass_matrices_draw_n0m_momenta_and_measure_them_by_m_inverse():
+    # Per row: a dense M⁻¹, and the diagonal of another. Colouring is linear, p = z C, so the
+    # momenta's covariance is exactly CᵀC, which must be M; whiten must undo colour; velocity
+    # and kinetic energy must be M⁻¹ p and ½ pᵀ M⁻¹ p; one matrix (n = 1) must serve any batch.
+    rng = np.random.default_rng(3)
+    factors = rng.normal(size=(3, 4, 4))
+    dense = factors @ factors.transpose(0, 2, 1) + 0.5 * np.eye(4)
+    diagonal = rng.uniform(0.1, 10.0, size=(3, 4))
+    momenta = rng.normal(size=(3, 4))
+    diagonal_matrices = np.array([np.diag(row) for row in diagonal])
+    for inverse_mass, matrices in ((dense, dense), (diagonal, diagonal_matrices)):
+        mass = RowMassMatrix(inverse_mass)
+        for k in range(3):
+            colouring = mass.rows(np.full(4, k)).colour(np.eye(4))  # C, row by row
+            np.testing.assert_allclose(
+                colouring.T @ colouring, np.linalg.inv(matrices[k]), rtol=1e-10
+            )
+            shared = RowMassMatrix(inverse_mass[[k]])
+            np.testing.assert_allclose(shared.velocity(momenta), momenta @ matrices[k], rtol=1e-12)
+        np.testing.assert_allclose(mass.whiten(mass.colour(momenta)), momenta, rtol=1e-10)
+        expected = np.einsum("nd,nde->ne", momenta, matrices)
+        np.testing.assert_allclose(mass.velocity(momenta), expected, rtol=1e-12)
+        np.testing.assert_allclose(
+            mass.kinetic_energy(momenta), 0.5 * np.sum(momenta * expected, axis=1), rtol=1e-12
+        )
+        subset = mass.rows(np.array([2, 0]))
+        np.testing.assert_allclose(
+            subset.velocity(momenta[:2]),
+            np.einsum("nd,nde->ne", momenta[:2], matrices[[2, 0]]),
+            rtol=1e-12,
+        )
+        metric = mass.metric(lambda: momenta)
+        np.testing.assert_array_equal(metric.draw_momentum(), mass.colour(momenta))
+    with pytest.raises(ValueError, match=r"inverse_mass must have shape \(n, d\)"):
+        RowMassMatrix(np.ones(3))
 
 
 def test_geometric_ladder_and_swap_rule():
