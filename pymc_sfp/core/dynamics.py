@@ -257,9 +257,14 @@ def leapfrog(
         previous = (q, p, logp, grad, aux)
         q = q + step_size * velocity(p)
         logp, grad, aux = logp_grad(q)
-        finite_grad = np.all(np.isfinite(grad), axis=-1)
-        newly_failed = ~failed & ~(np.isfinite(logp) & finite_grad)
-        if newly_failed.any():
+        # One reduction tells that every value is finite (the common case); a non-finite sum
+        # (or an overflowing one) takes the row-by-row test.
+        if np.isfinite(np.sum(logp) + np.sum(grad)):
+            newly_failed = None
+        else:
+            finite_grad = np.all(np.isfinite(grad), axis=-1)
+            newly_failed = ~failed & ~(np.isfinite(logp) & finite_grad)
+        if newly_failed is not None and newly_failed.any():
             at_constraint = (np.asarray(logp) == -np.inf) & finite_grad
             stop_logp = np.where(newly_failed, np.where(at_constraint, -np.inf, np.nan), stop_logp)
             last_finite = _take_rows(newly_failed, _full_step(previous, step_size), last_finite)
@@ -270,6 +275,9 @@ def leapfrog(
                 return Trajectory(end, step + 1, last_finite, _scalar(n_finite_steps))
         last = step == n_steps - 1
         p = p + (0.5 if last else 1.0) * step_size * grad
+    if not failed.any():
+        end = PhaseState(q, p, logp, grad, aux)
+        return Trajectory(end, n_steps, end, _scalar(n_finite_steps))
     end = PhaseState(q, p, _stopped_logp(logp, failed, stop_logp), grad, aux)
     return Trajectory(end, n_steps, _take_rows(~failed, end, last_finite), _scalar(n_finite_steps))
 
@@ -285,6 +293,8 @@ def _take_rows(rows: np.ndarray, new: PhaseState, old: PhaseState) -> PhaseState
     """``new`` where ``rows``, ``old`` elsewhere (a batch's ``aux`` by its first axis)."""
     if rows.ndim == 0:
         return new if rows else old
+    if rows.all():
+        return new
     column = rows[:, None]
     aux = None
     if new.aux is not None and old.aux is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "EvidenceEstimate",
     "IndexProcess",
     "SwapRecord",
+    "barrier_total",
     "check_schedule",
     "communication_barrier",
     "init_index_process",
@@ -209,6 +210,12 @@ def communication_barrier(
     rates = np.clip(rates, min_rate, 1.0)
     cumulative = np.concatenate([[0.0], np.cumsum(rates)])
     return Barrier(betas, cumulative, rates / np.diff(betas), float(cumulative[-1]))
+
+
+def barrier_total(rejection_rates: np.ndarray, min_rate: float = 1e-6) -> float:
+    """The global barrier ``Λ`` of :func:`communication_barrier` alone, without its checks: what
+    a sampler reports after every draw. NaN where a pair was never proposed."""
+    return float(np.sum(np.clip(rejection_rates, min_rate, 1.0)))
 
 
 def optimal_schedule(barrier: Barrier, n_chains: int) -> np.ndarray:

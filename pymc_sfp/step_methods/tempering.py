@@ -48,6 +48,7 @@ from pymc_sfp.compile import (
 from pymc_sfp.core.dynamics import swap_neighbours
 from pymc_sfp.core.tempering import (
     EvidenceEstimate,
+    barrier_total,
     check_schedule,
     communication_barrier,
     init_index_process,
@@ -528,9 +529,9 @@ class ParallelTempering(ArrayStepShared):
     # -- adaptation ------------------------------------------------------------------------------
 
     def _update_barrier(self) -> None:
-        rates = self.swap_record.rejection_rates
-        if np.all(np.isfinite(rates)):
-            self.barrier = communication_barrier(self.betas, rates).total
+        total = barrier_total(self.swap_record.rejection_rates)
+        if np.isfinite(total):
+            self.barrier = total
 
     def _adapt(self) -> None:
         """End of a tuning round: the schedule (and the number of chains) from its swaps."""

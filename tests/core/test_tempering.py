@@ -8,6 +8,7 @@ from scipy import stats
 
 from pymc_sfp.core.dynamics import swap_neighbours
 from pymc_sfp.core.tempering import (
+    barrier_total,
     check_schedule,
     communication_barrier,
     init_index_process,
@@ -96,6 +97,8 @@ def test_barrier_estimated_from_swap_rejections_of_a_gaussian_path():
     ]
     barrier = communication_barrier(betas, np.array(rates))
     assert barrier.total == pytest.approx(total, abs=0.02)
+    assert barrier_total(np.array(rates)) == barrier.total  # what a sampler reports per draw
+    assert np.isnan(barrier_total(np.array([*rates[1:], np.nan])))  # a pair never proposed
     middle = n_chains // 2
     assert barrier.cumulative[middle] == pytest.approx(
         gaussian_path_barrier(betas[middle]), abs=0.02
