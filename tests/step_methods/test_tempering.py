@@ -270,6 +270,7 @@ def _ladder_targets() -> tuple[np.ndarray, np.ndarray]:
     ],
     ids=["adapted-diagonal", "fixed-dense", "adapted-dense"],
 )
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_ladder_dynamics_samples_each_chains_tempered_target(mass):
     # Three chains of one vectorised ladder at β = 0, 0.1 and 1, with no swaps: each must sample
     # its own target (both means, both variances and the covariance within 4 MCSE), with its own
