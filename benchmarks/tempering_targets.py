@@ -2,8 +2,8 @@
 on multimodal targets with exact mode weights and evidence (``pymc_sfp.datasets.targets``).
 
 ``targets``: on every target of ``multimodal_targets()``, ``ParallelTempering`` (default
-explorer, vectorised over the rungs and rung by rung, and ``SFPStep`` as the explorer on the
-boxed targets of dimension ≤ 5), ``pm.sample_smc``
+explorer, vectorised over the rungs with one and with ``pt_rounds`` rounds per draw, and rung by
+rung, and ``SFPStep`` as the explorer on the boxed targets of dimension ≤ 5), ``pm.sample_smc``
 with its default (IMH) and MH kernels, and NUTS, all with the same chains / cores / seed. MCMC
 chain ``c`` starts at the centre of mode ``c mod K`` (dispersed starts; NUTS with
 ``init="adapt_diag"`` so that the starts are not jittered). Reported: the worst per-chain
@@ -108,7 +108,7 @@ class TargetRun:
 def samplers_for(target: Target, s: Settings) -> list[str]:
     """The samplers run on ``target``: SFPStep as explorer only on boxed targets of dimension
     at most ``s.sfp_max_dim``, where its box is the prior's support."""
-    names = ["PT", "PT (rung by rung)"]
+    names = ["PT", f"PT ({s.pt_rounds} rounds per draw)", "PT (rung by rung)"]
     if target.prior == "uniform" and target.dim <= s.sfp_max_dim:
         names.append("PT (SFPStep explorer)")
     return [*names, "SMC (IMH)", "SMC (MH)", "NUTS"]
@@ -122,6 +122,9 @@ def sample_target(name: str, target: Target, s: Settings) -> tuple[Any, float]:
         began = time.perf_counter()
         if name == "PT":
             idata = pm.sample(step=ParallelTempering(**s.pt_kwargs), **mcmc)
+        elif name == f"PT ({s.pt_rounds} rounds per draw)":
+            step = ParallelTempering(rounds_per_draw=s.pt_rounds, **s.pt_kwargs)
+            idata = pm.sample(step=step, **mcmc)
         elif name == "PT (rung by rung)":
             step = ParallelTempering(vectorized=False, **s.pt_kwargs)
             idata = pm.sample(step=step, **mcmc)
@@ -243,7 +246,10 @@ def bench_targets(s: Settings) -> Section:
         "c mod K (NUTS with `init='adapt_diag'`, so without jitter); SMC "
         f"`pm.sample_smc(draws={s.smc_draws})` per chain. PT: "
         f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`, "
-        "all rungs moved by one vectorised computation); PT (rung by rung): the same with "
+        f"all rungs moved by one vectorised computation); PT ({s.pt_rounds} rounds per draw): "
+        f"the same with `rounds_per_draw={s.pt_rounds}`, {s.pt_rounds} explore-and-swap rounds "
+        "per recorded draw, so that more round trips carry fresh prior draws to the posterior "
+        "between draws, at that many times the cost; PT (rung by rung): the same as PT with "
         "`vectorized=False`, each rung's explorer called in turn; PT "
         f"(SFPStep explorer): `explorer=SFPStep, explorer_kwargs={{'L': {s.sfp_L}}}` on the "
         f"boxed targets of dimension ≤ {s.sfp_max_dim}. The targets are "
