@@ -121,7 +121,10 @@ class ParallelTempering(ArrayStepShared):
         Explore-and-swap rounds per recorded draw (``>= 1``). More rounds carry more fresh
         states from the prior to the posterior between draws, so the mode weights of separated
         modes decorrelate faster per draw, at that many times the cost of a draw; like thinning,
-        but every round's swaps count for the adaptation and the barrier.
+        but every round's swaps count for the adaptation and the barrier. When mode weights
+        matter, about 10 is a good setting: in the tempering benchmark it got every chain's
+        weights right on all nine targets, at a higher mode ESS per second than one round per
+        draw on eight of them (see the tempering guide).
     adapt_schedule : bool, default True
         Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
     adapt_n_chains : bool, default True
