@@ -6,6 +6,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytest
+from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
 from pymc_sfp import ParallelTempering, ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
@@ -19,10 +20,16 @@ STEPS = {
     "StochasticDynamics": lambda: StochasticDynamics(n_leapfrog=5),
     "ReplicaExchangeDynamics": lambda: ReplicaExchangeDynamics(n_temperatures=2, n_leapfrog=5),
     "ParallelTempering": lambda: ParallelTempering(n_chains=3, adapt_n_chains=False),
+    "ParallelTempering, adapted dense mass": lambda: ParallelTempering(
+        n_chains=3,
+        adapt_n_chains=False,
+        explorer_kwargs={"potential": QuadPotentialFullAdapt(2, np.zeros(2))},
+    ),
 }
 
 
 @pytest.mark.parametrize("step", sorted(STEPS))
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_float32_model(step):
     with pytensor.config.change_flags(floatX="float32"):
         with pm.Model():

@@ -187,19 +187,37 @@ def test_weights_of_modes_that_no_coordinate_separates(name):
     assert_evidence_within_tenth(idata, target.log_evidence)
 
 
-@pytest.mark.parametrize("vectorized", [True, False], ids=["vectorized", "rung by rung"])
-@pytest.mark.parametrize("prior_draws", [None, False], ids=["prior drawn", "prior explored"])
-def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(prior_draws, vectorized):
+@pytest.mark.parametrize(
+    ("prior_draws", "vectorized", "dense"),
+    [
+        pytest.param(None, True, False, id="prior drawn-vectorized"),
+        pytest.param(None, False, False, id="prior drawn-rung by rung"),
+        pytest.param(False, True, False, id="prior explored-vectorized"),
+        pytest.param(False, False, False, id="prior explored-rung by rung"),
+        pytest.param(False, True, True, id="prior explored-vectorized-adapted dense mass"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
+def test_hard_constraint_gives_the_truncated_posterior_and_its_evidence(
+    prior_draws, vectorized, dense
+):
     # N(0, 2²) restricted to x > 1 by a -inf potential: a truncated normal (α = 0.5), and the
     # evidence is the prior's mass above 1. Prior states below 1 (likelihood 0) must neither stop
     # the run nor climb the ladder; an explorer of the prior (β = 0) must not see 0 · (−inf).
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, 2.0)
         pm.Potential("bound", pm.math.switch(x > 1.0, 0.0, -np.inf))
+    explorer_kwargs = {"potential": QuadPotentialFullAdapt(1, np.zeros(1))} if dense else {}
     idata = sample(
         model,
-        lambda: ParallelTempering(prior_draws=prior_draws, vectorized=vectorized),
-        draws=2000,
+        lambda: ParallelTempering(
+            prior_draws=prior_draws, vectorized=vectorized, explorer_kwargs=explorer_kwargs
+        ),
+        # With the dense mass, this seed's first 2000 draws are 5.4 MCSE off (the diagonal's,
+        # on the same random numbers, 3.2), while 4000 and 20 000 draws are 0.9 MCSE off and
+        # seeds 0–5 at 2000 draws are within 2.1: an excursion that ArviZ's MCSE of 2000 draws
+        # of this wall-hugging chain underrates, not a bias.
+        draws=4000 if dense else 2000,
         tune=300,
         initvals={"x": 2.0},
     )
