@@ -577,6 +577,7 @@ class LadderDynamics:
         self.tune = tune
         self._step_size, self._step_size_bar = np.empty(n_chains), np.empty(n_chains)
         self._inverse_mass = np.empty((n_chains, size, size) if self._dense else (n_chains, size))
+        self._mass: RowMassMatrix | None = None
         self._read_adaptation(np.arange(n_chains))
 
     @staticmethod
@@ -601,11 +602,19 @@ class LadderDynamics:
         adapt = self.tune and self._template.adapt_step_size
         # M⁻¹ is a potential's velocity: of ones for a diagonal, of the identity for a matrix.
         unit = np.eye(self._template._size) if self._dense else np.ones(self._template._size)
+        changed = self._mass is None
         for k in chains:
             self._step_size[k] = self._step_adapts[k].current(adapt)
             self._step_size_bar[k] = self._step_adapts[k].stats()["step_size_bar"]
-            self._inverse_mass[k] = self._potentials[k].velocity(unit)
-        self._mass = RowMassMatrix(self._inverse_mass)
+            inverse_mass = self._potentials[k].velocity(unit)
+            if changed or not np.array_equal(inverse_mass, self._inverse_mass[k]):
+                self._inverse_mass[k] = inverse_mass
+                changed = True
+        # A fixed matrix never changes while the step sizes are tuned, and an adapted dense one
+        # only every `update_window` draws: refactorising every rung's matrix after every
+        # tuning draw would be wasted work.
+        if changed:
+            self._mass = RowMassMatrix(self._inverse_mass)
 
     def step(
         self,

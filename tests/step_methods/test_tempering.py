@@ -301,6 +301,7 @@ def test_ladder_dynamics_samples_each_chains_tempered_target(mass):
     template = StochasticDynamics(model=model, n_leapfrog=5, **kwargs)
     density = compile_batched_tempered_density(graph)
     ladder = LadderDynamics(template, 3, np.random.default_rng(4), tune=True)
+    factorised = ladder._mass
     chains = np.arange(3)
     positions = np.zeros((3, 2))
     draws = []
@@ -334,6 +335,13 @@ def test_ladder_dynamics_samples_each_chains_tempered_target(mass):
         inverse_mass = ladder._inverse_mass
         learnt = inverse_mass[:, 0, 1] / np.sqrt(inverse_mass[:, 0, 0] * inverse_mass[:, 1, 1])
         assert abs(learnt[0]) < 0.4 and np.all(learnt[1:] > 0.4), learnt
+    # The momenta follow what was learnt (a stale matrix would still sample exactly), and a
+    # fixed matrix is factorised once.
+    unit = np.eye(2) if mass else np.ones(2)
+    np.testing.assert_array_equal(
+        ladder._mass.inverse_mass, [p.velocity(unit) for p in ladder._potentials]
+    )
+    assert (ladder._mass is factorised) == ("scaling" in mass)
 
 
 @pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")  # short runs
