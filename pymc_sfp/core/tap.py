@@ -322,9 +322,25 @@ def check_problem(
                 f"labels for the {likelihood} likelihood must be in {{-1, +1}} or {{0, 1}}; "
                 f"found {odd}"
             )
+    if likelihood != "perceptron" and not np.isnan(beta):
+        raise ValueError(
+            f"beta is the perceptron's noise parameter; the {likelihood} likelihood has none "
+            f"(got beta={beta!r})"
+        )
+    if likelihood != "gaussian" and not np.isnan(noise_var):
+        raise ValueError(
+            f"noise_var is the gaussian likelihood's; the {likelihood} likelihood has none "
+            f"(got noise_var={noise_var!r})"
+        )
     if likelihood == "perceptron" and not beta > 0:
         raise ValueError(f"the perceptron likelihood needs beta > 0 (inf: no noise), got {beta!r}")
-    v0 = np.broadcast_to(np.asarray(prior_var, dtype=float), (X.shape[1],)).copy()
+    prior_var = np.asarray(prior_var, dtype=float)
+    if prior_var.ndim > 1 or prior_var.size not in (1, X.shape[1]):
+        raise ValueError(
+            f"prior_var must be a scalar or one value per weight ({X.shape[1]}), got shape "
+            f"{prior_var.shape}"
+        )
+    v0 = np.broadcast_to(prior_var, (X.shape[1],)).copy()
     if not (np.isfinite(v0).all() and (v0 > 0).all()):
         raise ValueError("prior_var must be finite and > 0 (a scalar or one value per weight)")
     return X, y, v0
@@ -518,9 +534,16 @@ def tap_fit(
     if int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
     X, y, v0 = check_problem(X, y, likelihood, prior_var, beta, noise_var)
-    m, n = X.shape
+    n = X.shape[1]
     c = 1.0 / np.sqrt(n) if field_scale is None else float(field_scale)
-    A = c * X
+    # EP's cavity of a row of zeros, whose field is 0 whatever w, is a point mass (variance 0,
+    # a division by zero in the update); its likelihood is a constant that leaves q(w) alone.
+    # The naive theory's cavity is the same Λ for every example, so it needs no exception.
+    informative = np.any(X != 0.0, axis=1) if variant == "adaptive" else np.ones(len(y), bool)
+    if not informative.any():
+        raise ValueError("X: every row is zero, so the data say nothing about the weights")
+    A, y_all, y = c * X[informative], y, y[informative]
+    m = len(y)
     if batch is None:
         batch = 5 if variant == "naive" else m
     if int(batch) != batch or batch < 1:
@@ -558,8 +581,41 @@ def tap_fit(
                 break
         if diverged:
             break
-    return _finish(
+    result = _finish(
         A, y, v0, variant, lik, tau, nu, M, V, lam, converged, diverged, residuals, c, damping
+    )
+    return result if informative.all() else _with_rows_of_zeros(result, y_all, informative)
+
+
+def _with_rows_of_zeros(result: TAPResult, y: np.ndarray, informative: np.ndarray) -> TAPResult:
+    """``result``, fitted to the rows of ``X`` that are not zero, for all the examples ``y``.
+
+    A row of zeros has the field ``h = 0`` whatever the weights: its site is flat (``τ = ν = 0``),
+    its cavity the point mass at 0 (``M = V = 0``), and its likelihood ``P(y | h = 0)``, a
+    factor of the evidence: ``N(y; 0, noise_var)`` for ``"gaussian"``, ½ for the classification
+    likelihoods, which are symmetric in ``h`` (the perceptron's as the limit of ``Z`` as
+    ``V → 0``).
+    """
+
+    def on_every_example(values: np.ndarray) -> np.ndarray:
+        full = np.zeros(len(y))
+        full[informative] = values
+        return full
+
+    state = TAPState(*map(on_every_example, result.state))
+    if result.likelihood == "gaussian":
+        log_z = -0.5 * np.log(result.noise_var) - _LOG_SQRT_2PI - 0.5 * y**2 / result.noise_var
+        loo_error = float(np.mean((y - state.cav_mean) ** 2))
+    else:
+        log_z = np.full(len(y), -np.log(2.0))
+        loo_error = float(np.mean(y * state.cav_mean <= 0))
+    loo_predictive = np.exp(log_z)
+    loo_predictive[informative] = result.loo_predictive
+    return result._replace(
+        state=state,
+        loo_error=loo_error,
+        loo_predictive=loo_predictive,
+        log_evidence=result.log_evidence + float(np.sum(log_z[~informative])),
     )
 
 

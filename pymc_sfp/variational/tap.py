@@ -143,6 +143,13 @@ def _read_model(model: pm.Model) -> dict:
     rng = np.random.default_rng(0)
     probe = [rng.normal(size=X.shape[1]) for _ in range(3)]
     if isinstance(obs.owner.op, BernoulliRV):
+        # The arrays' ±1 coding would be recoded, but in a model it is impossible data.
+        odd = sorted(set(np.unique(y).tolist()) - {0.0, 1.0})[:5]
+        if odd:
+            raise ValueError(
+                f"fit_tap: the Bernoulli {obs.name!r} observes values other than 0 and 1 "
+                f"({odd}), where its log-density is -inf"
+            )
         p = _evaluate(model, w, obs.owner.inputs[-1], probe)
         for name, link in (("probit", special.ndtr), ("logistic", special.expit)):
             if all(
@@ -212,7 +219,7 @@ def _design(model: pm.Model, obs: Any, y: np.ndarray) -> np.ndarray:
 def _evaluate(model: pm.Model, w: Any, param: Any, probe: list) -> list:
     """``param`` as a function of ``w``, at each weight vector of ``probe``."""
     fn = pytensor.function([w], param, on_unused_input="ignore", mode=_PROBE_MODE)
-    return [np.asarray(fn(wv), dtype=float) for wv in probe]
+    return [np.asarray(fn(np.asarray(wv, dtype=w.dtype)), dtype=float) for wv in probe]
 
 
 def _labels(y: np.ndarray, likelihood: str) -> np.ndarray:

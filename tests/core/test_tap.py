@@ -89,6 +89,44 @@ def test_gaussian_likelihood_is_the_conjugate_posterior(regression):
     assert pred.prob is None
 
 
+@pytest.mark.parametrize(
+    ("likelihood", "options"),
+    [
+        ("gaussian", {"noise_var": 0.09}),
+        ("probit", {}),
+        ("logistic", {}),
+        ("perceptron", {"beta": 2.0}),
+    ],
+)
+def test_rows_of_zeros_carry_no_information(regression, likelihood, options):
+    # A row of zeros has the field 0 whatever the weights: q(w) is the fit without it, and the
+    # evidence gains ln P(y | h = 0), its leave-one-out predictive (½ for the classifiers).
+    X, y = regression
+    X[[3, 17]] = 0.0
+    if likelihood != "gaussian":
+        y = np.sign(y)
+    result = tap_fit(X, y, likelihood, tol=1e-12, **options)
+    without = tap_fit(np.delete(X, [3, 17], 0), np.delete(y, [3, 17]), likelihood, **options)
+    assert result.converged
+    np.testing.assert_allclose(result.mean, without.mean, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(result.cov, without.cov, rtol=0, atol=1e-8)
+    for values in result.state:
+        np.testing.assert_array_equal(values[[3, 17]], 0.0)
+    at_zero = stats.norm(0.0, 0.3).pdf(y[[3, 17]]) if likelihood == "gaussian" else np.full(2, 0.5)
+    np.testing.assert_allclose(result.loo_predictive[[3, 17]], at_zero, rtol=1e-12)
+    gain = result.log_evidence - without.log_evidence
+    assert gain == pytest.approx(np.sum(np.log(at_zero)), abs=1e-8)
+    if likelihood == "gaussian":
+        _, _, K = conjugate(X, y, 1.0, 0.09)
+        exact = stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+        assert result.log_evidence == pytest.approx(exact, abs=1e-8)
+
+
+def test_inputs_all_zero_are_refused():
+    with pytest.raises(ValueError, match="X: every row is zero"):
+        tap_fit(np.zeros((5, 2)), np.ones(5), "probit")
+
+
 # --- correlated inputs: adaptive TAP against importance sampling --------------------------------
 
 
@@ -261,6 +299,14 @@ def test_bad_arguments_are_refused():
         tap_fit(X, y, "gaussian")
     with pytest.raises(ValueError, match="damping"):
         tap_fit(X, y, "probit", damping=0.0)
+    with pytest.raises(
+        ValueError, match=r"prior_var must be a scalar or one value per weight \(2\)"
+    ):
+        tap_fit(X, y, "probit", prior_var=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="beta is the perceptron's noise parameter; the probit"):
+        tap_fit(X, y, "probit", beta=2.0)
+    with pytest.raises(ValueError, match="noise_var is the gaussian likelihood's; the logistic"):
+        tap_fit(X, y, "logistic", noise_var=1.0)
 
 
 def test_non_convergence_warns_with_the_residual_history(regression):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 from scipy import special
 
@@ -52,6 +53,21 @@ def test_probit_model_gives_an_approximation_with_names_dims_and_attrs(data):
     assert draws.attrs["tap_variant"] == "adaptive"
     again = approx.sample(10, random_seed=3).posterior["w"].values
     np.testing.assert_array_equal(again, approx.sample(10, random_seed=3).posterior["w"].values)
+
+
+def test_float32_model(data):
+    # TAP reads and solves the model in float64 whatever floatX; its draws come back in floatX.
+    X, w, rng = data
+    y = (rng.random(60) < 0.5 + 0.4 * np.tanh(X @ w)).astype(int)
+    core = tap_fit(X, y, "probit", prior_var=4.0, field_scale=1.0)
+    with pytensor.config.change_flags(floatX="float32"):
+        with classifier(X.astype("float32"), y):
+            approx = pymc_sfp.fit_tap()
+            draws = approx.sample(10, random_seed=3).posterior["w"]
+            via_fit = pm.fit(method=pymc_sfp.TAP())
+    np.testing.assert_allclose(approx.tap.mean, core.mean, rtol=1e-6)
+    np.testing.assert_allclose(via_fit.tap.mean, core.mean, rtol=1e-6)
+    assert draws.dtype == np.float32
 
 
 def test_logit_link_is_recognised(data):
@@ -102,6 +118,11 @@ def test_unsupported_structures_are_named(data):
         wv = pm.Normal("w", 0.0, 1.0, shape=3)
         pm.StudentT("y", nu=3, mu=Xd @ wv, sigma=1.0, observed=y)
         with pytest.raises(ValueError, match="supported: Bernoulli"):
+            pymc_sfp.fit_tap()
+    with classifier(X, 2 * y - 1):
+        with pytest.raises(
+            ValueError, match=r"'y' observes values other than 0 and 1 \(\[-1\.0\]\)"
+        ):
             pymc_sfp.fit_tap()
 
 
