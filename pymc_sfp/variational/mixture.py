@@ -82,6 +82,19 @@ def _mixture_logpdf(z, log_w, mu, sigma):
     return pt.logsumexp(quad + norm[None, :] + log_w[None, :], axis=1)
 
 
+def _shared_params(a: np.ndarray, mu: np.ndarray, zeta: np.ndarray) -> dict:
+    """The family's parameters as shared variables of PyTensor's ``floatX``, as the model's
+    (PyMC's own families do the same: a float64 parameter in a float32 model would not fit the
+    model's graph)."""
+    values = {"a": a, "mu": mu, "zeta": zeta}
+    return {
+        name: pytensor.shared(
+            np.asarray(value, dtype=pytensor.config.floatX), name, shape=np.shape(value)
+        )
+        for name, value in values.items()
+    }
+
+
 @functools.cache
 def _numeric_mixture_logpdf() -> Callable[..., np.ndarray]:
     """:func:`_mixture_logpdf` compiled for NumPy arrays (float64), for ELBO estimates and for
@@ -221,11 +234,7 @@ class MixtureGroup(Group):
         nc = self.n_components
         sigma = np.logaddexp(0.0, zeta)
         mu = flat[None, :] if nc == 1 else self._spread_means(flat, sigma)
-        return {
-            "a": pytensor.shared(np.zeros(nc), "a", shape=(nc,)),
-            "mu": pytensor.shared(np.asarray(mu, dtype=float), "mu", shape=(nc, self.ddim)),
-            "zeta": pytensor.shared(np.tile(zeta, (nc, 1)), "zeta", shape=(nc, self.ddim)),
-        }
+        return _shared_params(np.zeros(nc), mu, np.tile(zeta, (nc, 1)))
 
     def _spread_means(self, start: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         # Identical components get identical stratified gradients and would never separate.
@@ -481,6 +490,8 @@ class MixtureADVI(Inference):
                 f"n_components ({n_components}) must not exceed max_components "
                 f"({self.max_components})"
             )
+        if not isinstance(grow, bool | np.bool_):
+            raise ValueError(f"grow must be True or False, got {grow!r}")
         self.grow = bool(grow)
         self.elbo_tol = float(elbo_tol)
         if not (np.isfinite(self.elbo_tol) and self.elbo_tol >= 0):
@@ -504,14 +515,9 @@ class MixtureADVI(Inference):
 
     def _rebuild(self, a: np.ndarray, mu: np.ndarray, zeta: np.ndarray) -> None:
         """Point the inference at a new approximation with the given component parameters."""
-        params = {
-            "a": pytensor.shared(np.asarray(a, float), "a", shape=(len(a),)),
-            "mu": pytensor.shared(np.asarray(mu, float), "mu", shape=np.shape(mu)),
-            "zeta": pytensor.shared(np.asarray(zeta, float), "zeta", shape=np.shape(zeta)),
-        }
         approx = MixtureApproximation(
             n_components=len(a),
-            params=params,
+            params=_shared_params(a, mu, zeta),
             random_seed=self._child_seed(),
             model=self.approx.model,
         )
