@@ -50,8 +50,10 @@ def as_matrix(values: Any, arg: str) -> np.ndarray:
 
 def as_rows(values: Any, width: int, arg: str) -> np.ndarray:
     """``values`` as finite rows of ``width`` columns; a 1-D array is one row, or, for
-    ``width == 1``, one column."""
+    ``width == 1``, one column; a scalar is one row of one column."""
     array = np.asarray(values, dtype=float)
+    if array.ndim == 0:
+        array = array.reshape(1)
     if array.ndim == 1:
         array = array[None, :] if width > 1 or array.size == 1 else array[:, None]
     array = as_matrix(array, arg)

@@ -281,7 +281,7 @@ def _cdf_at(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.where(below < 0, 0.0, np.where(below >= grid.shape[-1] - 1, 1.0, inside))
 
 
-def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, Any]:
+def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[str, Any]:
     """Rao–Blackwellised marginals of every scalar parameter sampled by an ``SFPStep``.
 
     Implements Berrones (2009) Eq. 7: the marginal CDF of each coordinate is the average, over
@@ -294,7 +294,7 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
         the DataTree, of which only the ``sample_stats`` group is read (so warm-up draws are
         excluded unless they were kept in it), or the ``MultiTrace`` of
         ``return_inferencedata=False``, whose sampler stats are read (every draw it holds).
-    var_names : list of str, optional
+    var_names : str or list of str, optional
         Restrict to these variables.
 
     Returns
@@ -326,6 +326,7 @@ def sfp_marginals(idata: Any, var_names: list[str] | None = None) -> dict[str, A
             "pymc_sfp.SFPStep(marginal_points > 0)"
         )
     if var_names is not None:
+        var_names = [var_names] if isinstance(var_names, str) else var_names
         missing = sorted(set(var_names) - set(names))
         if missing:
             raise ValueError(f"no SFP marginals recorded for {missing}; available: {names}")

@@ -34,8 +34,11 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+from pymc.backends.base import MultiTrace
 from pytensor.compile.sharedvalue import SharedVariable
 from scipy import stats
+
+from pymc_sfp._validation import is_integer
 
 __all__ = [
     "SBCResult",
@@ -206,7 +209,7 @@ def step_sampler(
 def simulation_based_calibration(
     model: pm.Model,
     sampler: Sampler,
-    quantities: Sequence[str],
+    quantities: str | Sequence[str],
     *,
     n_simulations: int = 100,
     n_posterior_draws: int = 99,
@@ -229,11 +232,13 @@ def simulation_based_calibration(
         recompiling); their current values fix the simulated data's shapes and are put back at
         the end.
     sampler : Sampler
-        ``(model, random_seed) -> draws``, e.g. from :func:`step_sampler`. It must return at least
+        ``(model, random_seed) -> draws``, e.g. from :func:`step_sampler`: a DataTree or a
+        ``MultiTrace`` (what ``pm.sample`` or an approximation's ``.sample()`` returns), or a
+        mapping of names to arrays of draws. It must return at least
         ``n_posterior_draws`` draws (chains are pooled). Thinning makes them close to
         independent, as the test assumes: keep the sampler's draws per kept draw above its
         integrated autocorrelation time.
-    quantities : sequence of str
+    quantities : str or sequence of str
         Names of free or deterministic variables; each element of a non-scalar variable is a
         quantity of its own (``"theta[0]"`` …).
     n_simulations : int
@@ -259,14 +264,23 @@ def simulation_based_calibration(
     ...     ["mu", "tau"], n_simulations=200, n_posterior_draws=99, n_bins=10, random_seed=1)
     >>> result.p_values  # doctest: +SKIP
     """
-    n_simulations = int(n_simulations)
-    n_posterior_draws = int(n_posterior_draws)
-    if n_simulations < 1 or n_posterior_draws < 1:
-        raise ValueError("n_simulations and n_posterior_draws must be >= 1")
+    for argument, value in [
+        ("n_simulations", n_simulations),
+        ("n_posterior_draws", n_posterior_draws),
+    ]:
+        if not is_integer(value) or value < 1:
+            raise ValueError(f"{argument} must be an integer >= 1, got {value!r}")
     _check_bins(n_posterior_draws + 1, n_bins)
-    names = list(dict.fromkeys(quantities))
+    names = list(dict.fromkeys([quantities] if isinstance(quantities, str) else quantities))
     if not names:
         raise ValueError("name at least one quantity to rank")
+    rankable = [v.name for v in (*model.free_RVs, *model.deterministics)]
+    unknown = [name for name in names if name not in rankable]
+    if unknown:
+        raise ValueError(
+            f"quantities {unknown} are not free or deterministic variables of the model; "
+            f"those are {rankable}"
+        )
     data = _observed_data(model)
     prior_seed, *chain_seeds = np.random.SeedSequence(random_seed).spawn(n_simulations + 1)
     simulated = pm.sample_prior_predictive(
@@ -353,7 +367,7 @@ def hierarchical_normal_model(
 
 
 def _check_bins(n_ranks: int, n_bins: int) -> None:
-    if n_bins < 2 or n_ranks % n_bins:
+    if not is_integer(n_bins) or n_bins < 2 or n_ranks % n_bins:
         raise ValueError(
             f"n_bins must be >= 2 and divide the number of ranks {n_ranks}, got {n_bins}"
         )
@@ -389,6 +403,8 @@ def _flatten(values: Mapping[str, np.ndarray], n: int) -> tuple[list[str], np.nd
 
 def _posterior_draws(result: Any, name: str) -> np.ndarray:
     """Draws of ``name``, shape ``(draws, *shape)``, chains pooled, from a sampler's result."""
+    if isinstance(result, MultiTrace):
+        return np.asarray(result.get_values(name, combine=True))
     if isinstance(result, Mapping) and "posterior" not in result:
         return np.asarray(result[name])
     values = result["posterior"][name].values
@@ -397,6 +413,10 @@ def _posterior_draws(result: Any, name: str) -> np.ndarray:
 
 def _count_divergences(result: Any) -> int:
     """Divergent transitions after tuning, if the sampler reports them."""
+    if isinstance(result, MultiTrace):
+        if "diverging" not in result.stat_names:
+            return 0
+        return int(np.sum(result.get_sampler_stats("diverging", combine=True)))
     if isinstance(result, Mapping) and "posterior" not in result:
         return 0
     try:

@@ -190,6 +190,7 @@ def test_marginals_from_multitrace_match_the_datatree():
         np.testing.assert_array_equal(a.points, b.points)
         np.testing.assert_allclose(a.cdf_values, b.cdf_values, rtol=1e-12)
     assert pymc_sfp.sfp_marginals(trace, var_names=["s"]).keys() == {"s"}
+    assert pymc_sfp.sfp_marginals(idata, var_names="s").keys() == {"s"}  # one name, as ArviZ
 
 
 def test_marginals_of_something_else_is_a_clear_error():

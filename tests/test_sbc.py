@@ -158,6 +158,38 @@ def test_bad_arguments():
         pm.Normal("y_obs", mu, observed=np.zeros(3))
     with pytest.raises(ValueError, match=r"not a pm\.Data"):
         simulation_based_calibration(model, exact_sampler(), ["mu"])
+    with pytest.raises(ValueError, match=r"quantities \['nu', 'y_obs'\] are not free or "):
+        simulation_based_calibration(conjugate_model(), exact_sampler(), ["mu", "nu", "y_obs"])
+    for argument, value in [("n_simulations", 2.7), ("n_posterior_draws", 0)]:
+        with pytest.raises(ValueError, match=f"{argument} must be an integer >= 1"):
+            run(exact_sampler(), **{argument: value})
+    with pytest.raises(ValueError, match="n_bins must be >= 2 and divide"):
+        run(exact_sampler(), n_bins=5.0)
+
+
+def test_one_quantity_by_name_and_multitrace_results():
+    # A name alone is one quantity (not its letters); the MultiTrace of
+    # pm.sample(return_inferencedata=False) is pooled over chains and its divergences counted.
+    model = conjugate_model()
+
+    def trace(model, random_seed):
+        with model:
+            return pm.sample(
+                draws=10,
+                tune=10,
+                chains=2,
+                cores=1,
+                random_seed=random_seed,
+                return_inferencedata=False,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+
+    result = simulation_based_calibration(
+        model, trace, "mu", n_simulations=2, n_posterior_draws=19, n_bins=2, random_seed=1
+    )
+    assert result.quantities == ("mu",) and result.ranks.shape == (2, 1)
+    assert result.divergences.shape == (2,) and result.divergences.min() >= 0
 
 
 def test_step_sampler_builds_once_and_refuses_another_model():

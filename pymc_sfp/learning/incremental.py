@@ -192,8 +192,9 @@ class IncrementalSFP:
 
         Parameters
         ----------
-        X_new : array_like, shape (m, layer_sizes[0]), or one row
-        y_new : array_like, shape (m, layer_sizes[-1]), or (m,) for one output
+        X_new : array_like, shape (m, layer_sizes[0]), or one row (a number for one input)
+        y_new : array_like, shape (m, layer_sizes[-1]), or (m,) for one output (a number for
+            one datum)
 
         Returns
         -------

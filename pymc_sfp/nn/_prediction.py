@@ -102,7 +102,13 @@ def forward(X: np.ndarray, layers: Sequence[Layer], hidden_only: bool = False) -
 
 
 def _group(idata: Any, group: str) -> Any:
-    return idata[group] if isinstance(idata, xr.DataTree) else idata
+    """The draws of ``group`` in a DataTree; a Dataset, or one group's node of a DataTree
+    (``idata.posterior``), as it is."""
+    if not isinstance(idata, xr.DataTree) or group in idata.children:
+        return idata[group] if isinstance(idata, xr.DataTree) else idata
+    if idata.children:
+        raise ValueError(f"idata has no group {group!r}; its groups: {list(idata.children)}")
+    return idata
 
 
 def _layer_draws(

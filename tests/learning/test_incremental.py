@@ -123,6 +123,9 @@ def test_incremental_learner_rejects_bad_input(incremental):
     with pytest.raises(RuntimeError, match="fit was called"):
         learner.fit(np.zeros((3, 1)), np.zeros(3))
     assert learner.n_data == n
+    # One datum of a one-input, one-output network may be given as two numbers.
+    learner.partial_fit(0.3, np.sin(0.45))
+    assert learner.n_data == n + 1
     fresh = IncrementalSFP((1, 5, 1), D=0.01)
     with pytest.raises(RuntimeError, match="fit"):
         fresh.partial_fit(np.zeros((1, 1)), np.zeros(1))

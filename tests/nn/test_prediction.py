@@ -84,6 +84,10 @@ def test_predict_matches_hand_computation(prediction_setup, forward):
         probs.values, hand_predictions(forward, posterior, "clf", 2, X9, softmax=True), rtol=1e-12
     )
     np.testing.assert_allclose(probs.sum("clf_out").values, 1.0)
+    # ... and so does one group's node of the DataTree (idata.posterior).
+    np.testing.assert_array_equal(nets["clf"].predict(idata.posterior, X9).values, probs.values)
+    with pytest.raises(ValueError, match=r"idata has no group 'prior'; its groups: \["):
+        nets["clf"].predict(idata, X9, group="prior")
     # Without X_new: the model's current inputs.
     np.testing.assert_allclose(
         nets["clf"].predict_mean(idata).values,
