@@ -53,6 +53,7 @@ from numba.core.dispatcher import Dispatcher
 from pymc.logprob.transforms import IntervalTransform
 from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pymc.vartypes import discrete_types
 from pytensor.compile.executor import Function
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
@@ -122,10 +123,21 @@ class StepGraph:
         (``floatX="float32"``) still evaluates in float32: its joined vector is cast down on
         entry (and the compiled functions cast their outputs up on exit, see :func:`_compile`).
         """
+        outputs, inputs = list(outputs), list(self.value_vars)
+        # A discrete variable is read from the vector as PyMC's SMC reads its particles, rounded
+        # to the nearest integer (a cast alone would truncate: a particle at -0.7 would be
+        # evaluated as 0 and reported by PyMC as -1).
+        rounded = {}
+        for i, var in enumerate(inputs):
+            if var.dtype in discrete_types:
+                inputs[i] = pt.tensor(name=var.name, dtype="float64", shape=var.type.shape)
+                rounded[var] = pt.round(inputs[i]).astype(var.dtype)
+        if rounded:
+            outputs = clone_replace(outputs, rounded, rebuild_strict=False)
         outputs, flat = join_nonshared_inputs(
             point=self.initial_point,
-            outputs=list(outputs),
-            inputs=self.value_vars,
+            outputs=outputs,
+            inputs=inputs,
             shared_inputs=self.shared,
         )
         if flat.dtype != "float64":
@@ -457,6 +469,16 @@ class CoordinateLayout:
                 return f"{name}[{', '.join(str(int(p)) for p in position)}]"
         raise IndexError(index)
 
+    def scale(self, index: int) -> str:
+        """Where coordinate ``index`` is sampled, for messages about its box: ``""`` on its
+        variable's own scale, else the name of PyMC's transformed value it is."""
+        for name, rv_name, slc in zip(self.names, self.rv_names, self.slices, strict=True):
+            if slc.start <= index < slc.stop:
+                if name == rv_name or self.interval[index]:
+                    return ""
+                return f" (sampled as {name}, on PyMC's transformed scale, where bounds apply)"
+        raise IndexError(index)
+
     def to_value(self, x: np.ndarray) -> np.ndarray:
         """Sampling coordinates → PyMC's unconstrained values (log-odds for intervals)."""
         q = np.array(x, dtype=float, copy=True)
@@ -487,11 +509,13 @@ class CoordinateLayout:
 
 
 def constant_value(var, model: pm.Model) -> np.ndarray | None:
-    """The value of ``var`` if it does not depend on any model variable, else ``None``."""
+    """The value of ``var`` if it depends on no model variable and no shared variable, else
+    ``None``. A ``pm.Data`` is not constant: ``pm.set_data`` may change it after the step that
+    read it was built (the step is reused across ``pm.sample`` calls)."""
     if var is None:
         return None
     model_vars = set(model.free_RVs) | set(model.value_vars) | set(model.observed_RVs)
-    if any(a in model_vars for a in ancestors([var])):
+    if any(a in model_vars or isinstance(a, SharedVariable) for a in ancestors([var])):
         return None
     try:
         return np.asarray(var.eval(), dtype=float)

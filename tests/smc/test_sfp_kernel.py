@@ -149,6 +149,37 @@ def test_float32_model():
     assert abs(draws.mean() - y.sum() / precision) < 4 * sd * np.sqrt(2 / DRAWS)
 
 
+def test_discrete_variable_is_rounded_as_pymc_reports_it():
+    """k ~ Poisson(3), mu ~ N(0, 5²), y_i ~ N(mu + k, 1): PyMC's SMC rounds a discrete
+    variable's particles, so the kernel must evaluate them rounded too (truncated, a particle
+    at -0.7 was evaluated as k = 0 and reported as k = -1). Each P(k) within 4 standard errors
+    (variance doubled for resampling's duplicates)."""
+    y = np.random.default_rng(0).normal(1.0, 1.0, 20)
+    ks = np.arange(40)
+    marginal = stats.multivariate_normal(np.zeros(20), 25.0 + np.eye(20))
+    log_post = stats.poisson(3.0).logpmf(ks) + [marginal.logpdf(y - k) for k in ks]
+    exact = np.exp(log_post - log_post.max())
+    exact /= exact.sum()
+    with pm.Model():
+        k = pm.Poisson("k", 3.0)
+        mu = pm.Normal("mu", 0.0, 5.0)
+        pm.Normal("y", mu + k, 1.0, observed=y)
+        idata = pm.sample_smc(
+            draws=2 * DRAWS,
+            chains=1,
+            kernel=pymc_sfp.SFPKernel,
+            L=20,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    draws = idata["posterior"]["k"].values.ravel()
+    assert draws.min() >= 0
+    frequencies = np.bincount(draws, minlength=len(ks))[: len(ks)] / draws.size
+    se = np.sqrt(2 * exact * (1 - exact) / draws.size)
+    assert np.all(np.abs(frequencies - exact) < 4 * se + 1e-12), (frequencies[:8], exact[:8])
+
+
 def test_hard_constraint_gives_the_truncated_posterior():
     """N(0, 2²) restricted to x > 1 by a -inf potential: a truncated normal, α = 0.5."""
     with pm.Model():
