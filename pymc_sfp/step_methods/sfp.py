@@ -128,10 +128,11 @@ class SFPStep(ArrayStepShared):
         The box of each coordinate. A pair ``(lower, upper)`` of scalars or arrays broadcastable to
         a variable's shape applies to every variable; a dict maps variable names to such pairs.
         Bounds are on the scale the coordinate is sampled on: the variable's own scale for
-        untransformed variables and for variables with constant finite bounds (``pm.Uniform``,
-        ``pm.Beta``, whose box is their support unless narrowed here), PyMC's unconstrained scale
-        otherwise (e.g. ``log σ`` for a ``pm.HalfNormal``). Coordinates without a given box get an
-        automatic one (see Notes).
+        untransformed variables and for interval-transformed ones with constant finite bounds
+        (``pm.Uniform``, whose box is its support unless narrowed here; a ``pm.Data`` bound is not
+        constant), PyMC's unconstrained scale otherwise (e.g. ``log σ`` for a ``pm.HalfNormal``,
+        the log-odds for a ``pm.Beta``). Coordinates without a given box get an automatic one
+        (see Notes).
     order : {"sequential", "random"}, default "sequential"
         Coordinate order of each sweep: fixed, or a fresh random permutation.
     correct : bool, default True
@@ -354,7 +355,7 @@ class SFPStep(ArrayStepShared):
             except (TypeError, ValueError) as err:
                 raise ValueError(
                     f"bounds for {rv_name!r} must be a pair (lower, upper) of scalars or arrays "
-                    f"broadcastable to its shape {shape}; got {pair!r}"
+                    f"broadcastable to its shape {shape}{layout.scale(slc.start)}; got {pair!r}"
                 ) from err
             for j in range(len(lo)):
                 label = layout.describe(slc.start + j)
@@ -378,9 +379,9 @@ class SFPStep(ArrayStepShared):
         if outside.size:
             j = int(outside[0])
             raise ValueError(
-                f"the initial value of {self.layout.describe(j)} is {x[j]:.6g}, outside its box "
-                f"[{lower[j]:.6g}, {upper[j]:.6g}]; widen `bounds` or pass an initial point "
-                "inside it"
+                f"the initial value of {self.layout.describe(j)}{self.layout.scale(j)} is "
+                f"{x[j]:.6g}, outside its box [{lower[j]:.6g}, {upper[j]:.6g}]; widen `bounds` or "
+                "pass an initial point inside it"
             )
 
     def _declare_marginal_stats(self, model: pm.Model, value_vars: list) -> list:

@@ -229,6 +229,34 @@ def test_interval_variable_sampled_on_its_support():
     np.testing.assert_array_equal(box_stat, [-1, 1, 0, 0])  # the box is the support
 
 
+def test_interval_of_data_bounds_follows_set_data():
+    # A pm.Data bound may change under a reused step: the variable is sampled on PyMC's
+    # unconstrained scale, so its draws and marginals follow the new support (with the support
+    # frozen when the step was built, the marginal stayed on [0, 1] with mean 0.5).
+    with pm.Model():
+        upper = pm.Data("upper", 1.0)
+        pm.Uniform("u", 0.0, upper)
+        step = SFPStep(L=30)
+        assert not step.layout.interval.any()
+        pm.set_data({"upper": 10.0})
+        idata = pm.sample(
+            draws=2000,
+            tune=200,
+            chains=1,
+            step=step,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    draws = idata.posterior["u"].values.ravel()
+    assert draws.max() > 9.0
+    # The prior U(0, 10): on the log-odds scale a standard logistic, mean 0 and sd π/√3 (the
+    # Rao–Blackwellised mean has a smaller error than the draws' own).
+    marginal = pymc_sfp.sfp_marginals(idata)["u_interval__"]
+    assert abs(marginal.mean()) < 4 * (np.pi / np.sqrt(3)) / np.sqrt(2000)
+    assert abs(draws.mean() - 5.0) < 4 * 10 / np.sqrt(12 * 2000)
+
+
 def test_step_function_likelihood_with_quadrature():
     # Zero gradient almost everywhere: a normal truncated to x > 0.5 via a step potential.
     with pm.Model() as model:
@@ -384,6 +412,28 @@ class TestBadInput:
             pm.Normal("a", 0, 1, shape=2)
             with pytest.raises(ValueError, match="marginal_points"):
                 SFPStep(marginal_points=False)
+
+    @pytest.mark.parametrize(
+        ("make", "bounds", "match"),
+        [
+            (
+                lambda: pm.Beta("b", 2, 2),
+                {"b": (0.2, 0.8)},
+                r"initial value of b \(sampled as b_logodds__, on PyMC's transformed scale",
+            ),
+            (
+                lambda: pm.Dirichlet("w", np.ones(3)),
+                {"w": (np.zeros(3), np.ones(3))},
+                r"shape \(2,\) \(sampled as w_simplex__",
+            ),
+        ],
+        ids=["Beta", "Dirichlet"],
+    )
+    def test_bounds_on_a_transformed_scale_name_it(self, make, bounds, match):
+        with pm.Model():
+            make()
+            with pytest.raises(ValueError, match=match):
+                SFPStep(bounds=bounds)
 
     def test_bounds_outside_interval_support(self):
         with pm.Model():
