@@ -845,6 +845,17 @@ _MOST_WRAPPERS = 32
 _STRUCTURE_CHECKS = 256
 
 
+def _coarsest_precision(outputs: list) -> float:
+    """The machine epsilon of the coarsest float in the graphs of ``outputs``: the tolerance of
+    a check of their values. A float64 output may be computed from float32 terms (a float32
+    model's tempered log-density, whose β is float64)."""
+    return max(
+        np.finfo(v.dtype).eps
+        for v in ancestors(outputs)
+        if getattr(v, "dtype", None) in float_dtypes
+    )
+
+
 def _spread(items: np.ndarray, most: int) -> np.ndarray:
     """At most ``most`` of ``items``, evenly spread, the first and the last included."""
     if len(items) <= most:
@@ -945,12 +956,8 @@ class LineEvaluator:
                 self._along = _compile(inputs, [line.along, *line.advance], kwargs)
                 self._network = (_compile([x], list(line.forward), kwargs), line.update)
                 # The cache may be of a lower precision than the log-density (a float32 network
-                # under float64 data): its tolerance is the lower precision's.
-                eps = max(
-                    np.finfo(v.dtype).eps
-                    for v in (logp_x, *line.forward)
-                    if v.dtype in float_dtypes
-                )
+                # under float64 data).
+                eps = _coarsest_precision([logp_x, *line.forward])
                 if self._structure_agrees(line, layout, x0, eps):
                     return
                 self._network = None
@@ -963,7 +970,7 @@ class LineEvaluator:
             if local is not None:
                 kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
                 self._local = _compile([x, index, values], [local.along], kwargs)
-                if self._local_agrees(local, layout, x0, np.finfo(logp_x.dtype).eps):
+                if self._local_agrees(local, layout, x0, _coarsest_precision([logp_x])):
                     return
                 self._local = None
         batched_outputs = vectorize_graph(point_outputs, replace={x: rows_along(x, index, values)})

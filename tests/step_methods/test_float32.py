@@ -20,6 +20,9 @@ STEPS = {
     "StochasticDynamics": lambda: StochasticDynamics(n_leapfrog=5),
     "ReplicaExchangeDynamics": lambda: ReplicaExchangeDynamics(n_temperatures=2, n_leapfrog=5),
     "ParallelTempering": lambda: ParallelTempering(n_chains=3, adapt_n_chains=False),
+    "ParallelTempering, SFPStep explorer": lambda: ParallelTempering(
+        n_chains=3, adapt_n_chains=False, explorer=SFPStep, explorer_kwargs={"L": 30}
+    ),
     "ParallelTempering, adapted dense mass": lambda: ParallelTempering(
         n_chains=3,
         adapt_n_chains=False,
@@ -30,7 +33,7 @@ STEPS = {
 
 @pytest.mark.parametrize("step", sorted(STEPS))
 @pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
-def test_float32_model(step):
+def test_float32_model(step, caplog):
     with pytensor.config.change_flags(floatX="float32"):
         with pm.Model():
             mu = pm.Normal("mu", 0.0, PRIOR_SD)
@@ -52,3 +55,6 @@ def test_float32_model(step):
         mcse = float(az.mcse(draws.to_dataset()).to_array().squeeze())
         assert abs(float(draws.mean()) - mean) < 4 * mcse, name
     assert np.isfinite(idata.sample_stats["lp"].values).all()
+    # SFP's local line is checked to float32's precision, also on the tempered log-density
+    # (float64 through its β): float32 rounding is no reason to evaluate lines in full.
+    assert "evaluates lines in full" not in caplog.text
