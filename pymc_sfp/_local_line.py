@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytensor.scalar as ps
@@ -46,7 +46,7 @@ from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors
 from pytensor.raise_op import CheckAndRaise
 from pytensor.tensor.blockwise import Blockwise
-from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Sum
 from pytensor.tensor.shape import Shape, Shape_i
 
@@ -237,6 +237,17 @@ def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable) -> bool:
     return isinstance(same, pt.TensorConstant) and bool(same.data)
 
 
+def _elementwise_graph(op: Any) -> bool:
+    """Whether ``op`` is an ``OpFromGraph`` of elementwise operations and reductions only (as
+    ``LogSumExp`` and its derivative), whose graph vectorises into the same operations on
+    larger arrays. Others (``AllocDiag``, ``Pad``, the pieces of ``pm.LKJCorr``'s log-density)
+    stay looped: their graphs, nested and vectorised, multiplied a model's graph six-fold and
+    took gigabytes to compile."""
+    return isinstance(op, OpFromGraph) and all(
+        isinstance(node.op, Elemwise | CAReduce | DimShuffle) for node in op.fgraph.apply_nodes
+    )
+
+
 def unlooped_blockwise(outputs: list) -> list:
     """``outputs`` with each ``Blockwise`` of a graph-defined operation (an ``OpFromGraph``,
     such as ``LogSumExp`` and its derivative) replaced by that operation's own graph,
@@ -251,7 +262,7 @@ def unlooped_blockwise(outputs: list) -> list:
         looped = [
             node
             for node in apply_ancestors(outputs)
-            if isinstance(node.op, Blockwise) and isinstance(node.op.core_op, OpFromGraph)
+            if isinstance(node.op, Blockwise) and _elementwise_graph(node.op.core_op)
         ]
         if not looped:
             return outputs

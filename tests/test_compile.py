@@ -259,3 +259,21 @@ def test_a_vectorised_logsumexp_is_one_reduction():
         np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
     exact_inner = special.logsumexp(-0.5 * (values[..., None] - shifts) ** 2, axis=-1)
     np.testing.assert_allclose(function(values)[1], exact_inner, rtol=1e-14)
+
+
+def test_a_graph_operation_that_is_not_elementwise_stays_looped():
+    """Only graph-defined operations of elementwise arithmetic and reductions are unlooped: the
+    others' graphs (indexing, padding, the pieces of pm.LKJCorr's log-density), nested and
+    vectorised, multiplied a model's graph six-fold and took gigabytes to compile."""
+    v = pt.vector("v", dtype="float64")
+    neighbours = OpFromGraph([v], [pt.sum(v[1:] * v[:-1])])
+    x = pt.vector("x", dtype="float64")
+    rows = pt.matrix("rows", dtype="float64")
+    batched = vectorize_graph([neighbours(x)], replace={x: rows})
+    assert unlooped_blockwise(batched) == batched
+    values = np.random.default_rng(1).normal(size=(3, 4))
+    np.testing.assert_allclose(
+        _compile([rows], batched, None)(values)[0],
+        np.sum(values[:, 1:] * values[:, :-1], axis=1),
+        rtol=1e-14,
+    )
