@@ -68,6 +68,14 @@ def is_integer(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as a ``bool``; raise ``ValueError`` unless it is ``True`` or ``False``
+    (``bool("no")`` is ``True``)."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_positive_int(value: int, name: str) -> int:
     """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer ``> 0``
     (:func:`is_integer`)."""

@@ -64,7 +64,10 @@ def check_schedule(
     A schedule is strictly increasing to 1 with at least two rungs, and starts at 0 (the prior)
     when ``from_prior``; otherwise its hottest rung may be any ``β_0`` in ``[0, 1)`` (a ladder
     whose hottest replica is explored rather than drawn from the prior)."""
-    ladder = np.asarray(betas, dtype=float)
+    try:
+        ladder = np.asarray(betas, dtype=float)
+    except (TypeError, ValueError):
+        ladder = np.empty(0)  # not numbers: refused below, naming the argument
     valid = (
         ladder.ndim == 1
         and len(ladder) >= 2

@@ -30,7 +30,12 @@ from pymc.step_methods.state import dataclass_state
 from pymc.step_methods.step_sizes import DualAverageAdaptation, StepSizeState
 from pymc.vartypes import continuous_types
 
-from pymc_sfp._validation import check_int_at_least, check_positive_finite, check_real
+from pymc_sfp._validation import (
+    check_bool,
+    check_int_at_least,
+    check_positive_finite,
+    check_real,
+)
 from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
@@ -333,8 +338,8 @@ class StochasticDynamics(ArrayStepShared):
         self.alpha = alpha
         self.n_leapfrog = n_leapfrog
         self.thin = thin
-        self.correct = bool(correct)
-        self.adapt_step_size = bool(adapt_step_size)
+        self.correct = check_bool(correct, "correct")
+        self.adapt_step_size = check_bool(adapt_step_size, "adapt_step_size")
         self.step_size_jitter = step_size_jitter
         self.max_energy_error = max_energy_error
         initial_step = 0.25 / size**0.25 if step_size is None else step_size
@@ -631,8 +636,10 @@ class LadderDynamics:
         bad = ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=1))
         if bad.any():
             raise SamplingError(
-                f"{type(template).__name__}: the log-density or its gradient is not finite at "
-                f"the starting points of chains {chains[bad].tolist()} of the ladder"
+                f"{type(template).__name__} on a tempering ladder: the tempered log-density or "
+                f"its gradient is not finite at the starting points of rungs "
+                f"{chains[bad].tolist()} (0 is the hottest); start the chain inside the model's "
+                "support (initvals), or check the model with model.debug()"
             )
         if self._noise is None:
             self._noise = self.rng.standard_normal(self._inverse_mass.shape[:2])

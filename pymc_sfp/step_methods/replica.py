@@ -10,14 +10,16 @@ keyword arguments) into it.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pymc as pm
 
-from pymc_sfp._validation import check_real
+from pymc_sfp._validation import check_bool, check_real
 from pymc_sfp.core.dynamics import geometric_ladder
+from pymc_sfp.step_methods.dynamics import StochasticDynamics
 from pymc_sfp.step_methods.tempering import ParallelTempering, _DeferredDynamics
 
 __all__ = ["ReplicaExchangeDynamics"]
@@ -25,6 +27,17 @@ __all__ = ["ReplicaExchangeDynamics"]
 #: The geometric ladder used when no ``betas`` are given: its size and its hottest temperature.
 DEFAULT_TEMPERATURES = 8
 DEFAULT_MIN_BETA = 0.1
+#: Arguments of StochasticDynamics that the ladder sets itself, not settings a user passes on.
+_NOT_SETTINGS = {
+    "self",
+    "vars",
+    "model",
+    "rng",
+    "initial_point",
+    "compile_kwargs",
+    "blocked",
+    "kwargs",
+}
 
 
 class ReplicaExchangeDynamics(ParallelTempering):
@@ -115,7 +128,10 @@ class ReplicaExchangeDynamics(ParallelTempering):
                 f"min_beta={min_beta!r}"
             )
         else:
-            ladder = np.asarray(betas, dtype=float)
+            try:
+                ladder = np.asarray(betas, dtype=float)
+            except (TypeError, ValueError):
+                ladder = np.empty(0)  # not numbers: refused below, naming the argument
             if (
                 ladder.ndim != 1
                 or len(ladder) < 2
@@ -127,12 +143,19 @@ class ReplicaExchangeDynamics(ParallelTempering):
                     "betas must be a strictly decreasing sequence of at least two inverse "
                     f"temperatures in (0, 1] starting at 1, got {betas!r}"
                 )
+        settings = set(inspect.signature(StochasticDynamics).parameters) - _NOT_SETTINGS
+        unknown = sorted(set(kwargs) - settings)
+        if unknown:
+            raise TypeError(
+                f"ReplicaExchangeDynamics got unexpected keyword arguments: {unknown}; besides "
+                f"its own, it takes StochasticDynamics' settings: {sorted(settings)}"
+            )
         super().__init__(
             vars,
             explorer=functools.partial(_DeferredDynamics, **kwargs),
             betas=ladder[::-1],
             rounds_per_draw=rounds_per_draw,
-            adapt_schedule=adapt_ladder,
+            adapt_schedule=check_bool(adapt_ladder, "adapt_ladder"),
             adapt_n_chains=False,
             min_chains=len(ladder),
             max_chains=len(ladder),

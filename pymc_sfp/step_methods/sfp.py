@@ -26,7 +26,12 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.vartypes import continuous_types
 
-from pymc_sfp._validation import check_int_at_least, check_positive_finite, is_integer
+from pymc_sfp._validation import (
+    check_bool,
+    check_int_at_least,
+    check_positive_finite,
+    is_integer,
+)
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
 from pymc_sfp.core.fokker_planck import CollocationBasis
@@ -285,7 +290,7 @@ class SFPStep(ArrayStepShared):
         self.D = float(D)
         self.solver = solver
         self.order = order
-        self.correct = bool(correct)
+        self.correct = check_bool(correct, "correct")
         self.marginal_points = int(marginal_points)
         self.layout = coordinate_layout(model, value_vars, initial_point)
         self._user_box = self._parse_bounds(bounds)
@@ -296,7 +301,7 @@ class SFPStep(ArrayStepShared):
             graph,
             self.layout,
             gradient=solver == "collocation",
-            batched=bool(batched),
+            batched=check_bool(batched, "batched"),
             compile_kwargs=compile_kwargs,
         )
         basis = CollocationBasis(self.L) if solver == "collocation" else None

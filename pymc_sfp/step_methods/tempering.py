@@ -33,7 +33,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import BlockedStep, CompoundStep, flat_statname
 from pymc.util import get_value_vars_from_user_vars
 
-from pymc_sfp._validation import check_int_at_least
+from pymc_sfp._validation import check_bool, check_int_at_least
 from pymc_sfp.compile import (
     StepGraph,
     compile_batched_tempered_density,
@@ -110,8 +110,9 @@ class ParallelTempering(ArrayStepShared):
         ``sampling_state``), as PyMC's and this package's steps do.
     explorer_kwargs : dict, optional
         Keyword arguments of ``explorer``.
-    n_chains : int, default 8
-        ``K`` at the start (or throughout, with ``adapt_n_chains=False``); ``>= 2``.
+    n_chains : int, optional
+        ``K`` at the start (or throughout, with ``adapt_n_chains=False``); ``>= 2``, default 8.
+        Not with ``betas``, which sets it.
     betas : array, optional
         An explicit starting schedule instead of the uniform one of ``n_chains`` rungs:
         strictly increasing to 1, from 0 (the prior). With ``prior_draws=False`` it may start at
@@ -208,7 +209,7 @@ class ParallelTempering(ArrayStepShared):
         *,
         explorer: Callable[..., BlockedStep] | None = None,
         explorer_kwargs: Mapping[str, Any] | None = None,
-        n_chains: int = 8,
+        n_chains: int | None = None,
         betas: Sequence[float] | None = None,
         rounds_per_draw: int = 1,
         adapt_schedule: bool = True,
@@ -233,9 +234,20 @@ class ParallelTempering(ArrayStepShared):
         if min_chains > max_chains:
             raise ValueError(f"min_chains ({min_chains}) must not exceed max_chains ({max_chains})")
         if betas is None:
+            n_chains = 8 if n_chains is None else n_chains
             schedule = uniform_schedule(check_int_at_least(n_chains, 2, "n_chains"))
+        elif n_chains is not None:
+            raise ValueError(
+                "give n_chains (a uniform starting schedule) or betas (an explicit one), not "
+                f"both: got n_chains={n_chains!r}, betas={betas!r}"
+            )
         else:
             schedule = check_schedule(betas, from_prior=prior_draws is not False)
+        if explorer is not None and not callable(explorer):
+            raise TypeError(
+                "explorer must be a step method class (or a callable building a step method "
+                f"from vars=, model=, ...), got {explorer!r}"
+            )
         self.rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
         if len(schedule) > max_chains:
             raise ValueError(
@@ -321,8 +333,8 @@ class ParallelTempering(ArrayStepShared):
         )
 
         self.initial_betas = schedule
-        self.adapt_schedule = bool(adapt_schedule)
-        self.adapt_n_chains = bool(adapt_n_chains) and self.adapt_schedule
+        self.adapt_schedule = check_bool(adapt_schedule, "adapt_schedule")
+        self.adapt_n_chains = check_bool(adapt_n_chains, "adapt_n_chains") and self.adapt_schedule
         self.min_chains, self.max_chains = min_chains, max_chains
         own = {
             **ParallelTempering.stats_dtypes_shapes,

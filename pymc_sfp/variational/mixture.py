@@ -61,6 +61,7 @@ from pytensor.gradient import zero_grad
 from pytensor.graph.replace import vectorize_graph
 from scipy import special
 
+from pymc_sfp._validation import check_bool
 from pymc_sfp.compile import compile_batched_logp, step_graph
 
 __all__ = [
@@ -490,9 +491,7 @@ class MixtureADVI(Inference):
                 f"n_components ({n_components}) must not exceed max_components "
                 f"({self.max_components})"
             )
-        if not isinstance(grow, bool | np.bool_):
-            raise ValueError(f"grow must be True or False, got {grow!r}")
-        self.grow = bool(grow)
+        self.grow = check_bool(grow, "grow")
         self.elbo_tol = float(elbo_tol)
         if not (np.isfinite(self.elbo_tol) and self.elbo_tol >= 0):
             raise ValueError(f"elbo_tol must be a finite number ≥ 0, got {elbo_tol}")

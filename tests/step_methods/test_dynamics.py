@@ -218,6 +218,7 @@ class TestBadInput:
             ({"target_accept": 1.5}, "target_accept"),
             ({"step_size_jitter": 1.0}, "step_size_jitter"),
             ({"scaling": np.ones(1), "potential": object()}, "at most one"),
+            ({"correct": "no"}, "correct must be True or False, got 'no'"),
         ],
     )
     def test_invalid_arguments(self, kwargs, match):

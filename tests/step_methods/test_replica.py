@@ -171,6 +171,13 @@ def test_replica_exchange_bad_input(separated_modes):
             ReplicaExchangeDynamics(min_beta=1.0)
         with pytest.raises(ValueError, match="betas must be a strictly decreasing"):
             ReplicaExchangeDynamics(betas=[1.0, 0.5, 0.7])
+        with pytest.raises(ValueError, match=r"betas must be a strictly decreasing.*got 'abc'"):
+            ReplicaExchangeDynamics(betas="abc")
+        with pytest.raises(
+            TypeError,
+            match=r"ReplicaExchangeDynamics got unexpected keyword arguments: \['foo'\]; ",
+        ):
+            ReplicaExchangeDynamics(foo=1)
         for ladder_size in ({"n_temperatures": 4}, {"min_beta": 0.2}):
             with pytest.raises(ValueError, match=r"either betas .* or n_temperatures/min_beta"):
                 ReplicaExchangeDynamics(betas=[1.0, 0.5], **ladder_size)

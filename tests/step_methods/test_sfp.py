@@ -385,6 +385,8 @@ class TestBadInput:
             ({"bounds": {"nope": (0, 1)}}, "unknown variables"),
             ({"bounds": (2.0, 3.0)}, r"initial value of a\[0\].*outside its box"),
             ({"marginal_points": 1}, "marginal_points"),
+            ({"correct": "no"}, "correct must be True or False, got 'no'"),
+            ({"batched": None}, "batched must be True or False, got None"),
         ],
     )
     def test_invalid_arguments(self, kwargs, match):

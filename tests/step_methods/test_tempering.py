@@ -9,6 +9,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 import xarray as xr
+from pymc.exceptions import SamplingError
 from pymc.step_methods.hmc.quadpotential import QuadPotential, QuadPotentialFullAdapt
 from scipy import stats
 
@@ -465,6 +466,14 @@ def test_bad_input(two_modes):
             ParallelTempering(n_chains=10, max_chains=6)
         with pytest.raises(ValueError, match="betas must be a strictly increasing"):
             ParallelTempering(betas=[0.1, 0.5, 1.0])
+        with pytest.raises(ValueError, match=r"betas must be a strictly increasing.*got 'abc'"):
+            ParallelTempering(betas="abc")
+        with pytest.raises(ValueError, match=r"give n_chains .* or betas .*, not both"):
+            ParallelTempering(betas=[0.0, 1.0], n_chains=5)
+        with pytest.raises(TypeError, match=r"explorer must be a step method class .*got 42"):
+            ParallelTempering(explorer=42)
+        with pytest.raises(ValueError, match="adapt_schedule must be True or False"):
+            ParallelTempering(adapt_schedule="yes")
         with pytest.raises(TypeError, match="unexpected keyword arguments"):
             ParallelTempering(temperatures=3)
         with pytest.raises(ValueError, match="rounds_per_draw must be an integer >= 1"):
@@ -500,6 +509,19 @@ def test_bad_input(two_modes):
                 explorer=StochasticDynamics,
                 vars=None,
                 model=_ordered_prior_model(),
+            )
+    with pm.Model():
+        s = pm.HalfNormal("s")
+        pm.Normal("y", 0.0, s, observed=[0.5, -0.2])
+        with pytest.raises(SamplingError, match=r"at the starting points of rungs \[1, 2\]"):
+            pm.sample(
+                step=ParallelTempering(n_chains=3, adapt_n_chains=False),
+                draws=5,
+                tune=5,
+                chains=1,
+                initvals={"s": -1.0},
+                progressbar=False,
+                compute_convergence_checks=False,
             )
 
 
