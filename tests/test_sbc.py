@@ -167,6 +167,8 @@ def test_bad_arguments():
         run(exact_sampler(), n_bins=5.0)
 
 
+@pytest.mark.filterwarnings("ignore:`return_inferencedata=False` is deprecated:FutureWarning")
+@pytest.mark.filterwarnings("ignore:2 ranks in 2 bins expect 1 per bin:UserWarning")
 def test_one_quantity_by_name_and_multitrace_results():
     # A name alone is one quantity (not its letters); the MultiTrace of
     # pm.sample(return_inferencedata=False) is pooled over chains and its divergences counted.
