@@ -67,6 +67,30 @@ __all__ = ["LadderDynamics", "StochasticDynamics"]
 _DIAGONAL_POTENTIALS = (QuadPotentialDiag, QuadPotentialDiagAdapt)
 _DENSE_POTENTIALS = (QuadPotentialFull, QuadPotentialFullInv)
 
+
+def _inverse_mass(potential: QuadPotential, size: int) -> np.ndarray | None:
+    """``M⁻¹`` of one of PyMC's diagonal potentials (its diagonal) or dense ones (the matrix),
+    read as the potential's velocity of ones or of the identity; ``None`` for any other."""
+    if isinstance(potential, _DIAGONAL_POTENTIALS):
+        return np.array(potential.velocity(np.ones(size)), dtype=float)
+    if isinstance(potential, _DENSE_POTENTIALS):
+        return np.array(potential.velocity(np.eye(size)), dtype=float)
+    return None
+
+
+def _momentum_following(
+    momentum: np.ndarray, before: np.ndarray | None, after: np.ndarray | None
+) -> np.ndarray:
+    """A persistent momentum, ``N(0, M)`` under the mass matrix with inverse ``before``, carried
+    to the one with inverse ``after``: whitened under the old, coloured under the new, as the
+    ladder keeps its momenta (:class:`LadderDynamics`). Unchanged where the matrix did not change
+    or cannot be read."""
+    if before is None or after is None or np.array_equal(before, after):
+        return momentum
+    old, new = RowMassMatrix(before[None]), RowMassMatrix(after[None])
+    return new.colour(old.whiten(momentum[None]))[0]
+
+
 _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("divergences", "Divergences", "d", 0),
     ("step_size", "Step size", ".3g", 0.0),
@@ -487,7 +511,16 @@ class StochasticDynamics(ArrayStepShared):
         state, stats = self._draw(
             state, step_size, metric, logp_grad, self.rng, update_step_size, n_grad, noise_scale
         )
+        # An adapted mass matrix changes after every tuning draw (PyMC's diagonal one also swaps
+        # its estimation windows); a momentum drawn under the old one can carry a huge kinetic
+        # energy under the new one, which the leapfrog turns into a jump to an absurd point at
+        # a small energy error: dual averaging then shrinks the step size until the chain
+        # freezes (3 scales 1e-3…1e3, 4 chains: one frozen, R-hat 1.6).
+        before = _inverse_mass(potential, len(state.momentum)) if self.tune else None
         potential.update(state.position, state.grad, self.tune)
+        if before is not None:
+            after = _inverse_mass(potential, len(state.momentum))
+            state = state._replace(momentum=_momentum_following(state.momentum, before, after))
         stats |= {
             "gradient_noise_share": noise_share,
             **step_adapt.stats(),
@@ -605,13 +638,11 @@ class LadderDynamics:
         """Cache the step sizes and mass matrices of ``chains`` as arrays (they change only
         while tuning)."""
         adapt = self.tune and self._template.adapt_step_size
-        # M⁻¹ is a potential's velocity: of ones for a diagonal, of the identity for a matrix.
-        unit = np.eye(self._template._size) if self._dense else np.ones(self._template._size)
         changed = self._mass is None
         for k in chains:
             self._step_size[k] = self._step_adapts[k].current(adapt)
             self._step_size_bar[k] = self._step_adapts[k].stats()["step_size_bar"]
-            inverse_mass = self._potentials[k].velocity(unit)
+            inverse_mass = _inverse_mass(self._potentials[k], self._template._size)
             if changed or not np.array_equal(inverse_mass, self._inverse_mass[k]):
                 self._inverse_mass[k] = inverse_mass
                 changed = True
