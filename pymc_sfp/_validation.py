@@ -119,3 +119,30 @@ def check_positive_finite(value: Any, name: str) -> float:
     if not (np.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return number
+
+
+def as_generator(seed: Any, name: str) -> np.random.Generator:
+    """:func:`numpy.random.default_rng` of ``seed``, or an error naming ``name`` and what it
+    accepts."""
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as error:
+        raise type(error)(
+            f"{name} must be a numpy.random.Generator, a non-negative integer seed or None, "
+            f"got {seed!r}"
+        ) from None
+
+
+def check_layer_sizes(layer_sizes: Any) -> tuple[int, ...]:
+    """``layer_sizes`` as a tuple of ints; raise ``ValueError`` unless they are at least three
+    positive integers (inputs, hidden layers, outputs)."""
+    try:
+        sizes = tuple(layer_sizes)
+    except TypeError:
+        sizes = ()
+    if len(sizes) < 3 or not all(is_integer(s) and s > 0 for s in sizes):
+        raise ValueError(
+            "layer_sizes must be at least three positive integers (inputs, hidden layers, "
+            f"outputs), got {layer_sizes!r}"
+        )
+    return tuple(int(s) for s in sizes)

@@ -1149,6 +1149,31 @@ class LineEvaluator:
         return logp, dlogp
 
 
+#: ``RandomVariable.name`` of the priors that cannot be drawn from.
+_IMPROPER_PRIORS = ("flat", "half_flat")
+
+
+def _check_streamed(
+    model: pm.Model, data_names: Sequence[str], target: SharedVariable, observation: list
+) -> None:
+    """Raise a ValueError if the observation's mean or sd reads a data container with one row
+    per observation that is not streamed: each step would silently see its fixed rows."""
+    data = {var: var.name for var in model.data_vars}
+    rows = np.shape(target.get_value())[:1]
+    unstreamed = [
+        data[var]
+        for var in ancestors(observation)
+        if var in data and data[var] not in data_names and np.shape(var.get_value())[:1] == rows
+    ]
+    if unstreamed:
+        raise ValueError(
+            f"the observation depends on the data containers {sorted(set(unstreamed))}, which "
+            f"have a row per observation like {target.name!r} but are not streamed: give them "
+            "in data (one row per observation), or make a fixed array a constant instead of "
+            "pm.Data"
+        )
+
+
 class ParticleEvaluator:
     """A model as the state-space model of sequential training, compiled for particle clouds.
 
@@ -1215,8 +1240,18 @@ class ParticleEvaluator:
                 f"the observed variable {observed.name!r} must observe a pm.Data container "
                 f"that is streamed (in data), got {target.name!r}; data names: {list(data_names)}"
             )
+        if not model.value_vars:
+            raise ValueError("sequential training needs free variables (weights) to filter")
         if any(v.type.dtype.startswith(("int", "uint")) for v in model.value_vars):
             raise ValueError("sequential training needs continuous free variables only")
+        improper = [rv.name for rv in model.free_RVs if rv.owner.op.name in _IMPROPER_PRIORS]
+        if improper:
+            raise ValueError(
+                f"sequential training draws its start from the prior, but {improper} have "
+                "improper priors (pm.Flat, pm.HalfFlat): give them proper ones"
+            )
+        mu, sigma = observed.owner.op.dist_params(observed.owner)
+        _check_streamed(model, data_names, target, [mu, sigma])
 
         self.model = model
         self.observed_name = observed.name
@@ -1232,7 +1267,6 @@ class ParticleEvaluator:
             pt.tensor(name=var.name, dtype=var.type.dtype, shape=(None,) * var.type.ndim)
             for var in self._data
         ]
-        mu, sigma = observed.owner.op.dist_params(observed.owner)
         # The EKF needs the noise sd constant: not a function of a free variable.
         free = set(model.free_RVs)
         self.fixed_noise = not any(a in free for a in ancestors([sigma]))

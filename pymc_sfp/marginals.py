@@ -119,19 +119,53 @@ class Marginal:
     values: near a smooth peak that derivative is far more accurate than PCHIP's (on the test
     suite's Beta marginals the mode comes out within 1/400 of the grid spacing instead of 1/3).
 
+    Its resolution is that of the recorded points: ``SFPStep`` records ``marginal_points``
+    points spread evenly over each box, so a box much wider than the posterior (the automatic
+    box of a log-transformed variable spans many e-folds) leaves few of them in the bulk, and
+    the density between them is interpolated. Raise ``marginal_points``, or give ``bounds``,
+    for finer marginals.
+
     Parameters
     ----------
     points : ndarray, shape (K,)
         Strictly increasing.
     cdf_values : ndarray, shape (K,)
-        Non-decreasing values in ``[0, 1]``.
+        Non-decreasing values in ``[0, 1]`` that increase somewhere. They are rescaled to run
+        from 0 to 1: the marginal is that of the recorded range.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` or ``cdf_values`` are not as described.
     """
 
     def __init__(self, points: np.ndarray, cdf_values: np.ndarray):
         points = np.asarray(points, dtype=float)
-        cdf_values = np.clip(np.maximum.accumulate(np.asarray(cdf_values, dtype=float)), 0, 1)
-        if points.ndim != 1 or len(points) < 2 or np.any(np.diff(points) <= 0):
+        cdf_values = np.asarray(cdf_values, dtype=float)
+        if points.ndim != 1 or len(points) < 2 or np.any(~(np.diff(points) > 0)):
             raise ValueError("points must be a strictly increasing 1-D array of length >= 2")
+        if cdf_values.shape != points.shape or not np.all(np.isfinite(cdf_values)):
+            raise ValueError(
+                f"cdf_values must be {len(points)} finite numbers, one per point; got shape "
+                f"{cdf_values.shape}"
+            )
+        # Recorded CDFs are float32: a decrease or an excursion past [0, 1] of a few of its
+        # rounding errors is noise; more is not a CDF.
+        slack = 1e-5
+        if (
+            np.any(np.diff(cdf_values) < -slack)
+            or cdf_values.min() < -slack
+            or cdf_values.max() > 1 + slack
+            or not cdf_values[-1] - cdf_values[0] > 0
+        ):
+            raise ValueError(
+                "cdf_values must be non-decreasing values in [0, 1] that increase over the "
+                f"points; got values from {cdf_values.min():.6g} to {cdf_values.max():.6g}"
+            )
+        cdf_values = np.maximum.accumulate(cdf_values)
+        # The marginal restricted to the recorded range, so that cdf, pdf, mean and quantile
+        # describe one distribution.
+        cdf_values = (cdf_values - cdf_values[0]) / (cdf_values[-1] - cdf_values[0])
         self.points = points
         self.cdf_values = cdf_values
         self._interpolant = PchipInterpolator(points, cdf_values, extrapolate=False)
@@ -139,18 +173,20 @@ class Marginal:
         self._smooth_density = CubicSpline(points, cdf_values).derivative()
 
     def cdf(self, x: Any) -> np.ndarray:
-        """Marginal CDF at ``x`` (0 below the recorded range, 1 above)."""
+        """Marginal CDF at ``x`` (0 below the recorded range, 1 above, NaN at NaN)."""
         x = np.asarray(x, dtype=float)
         inside = np.nan_to_num(self._interpolant(x), nan=0.0)
-        return np.clip(
+        value = np.clip(
             np.where(x < self.points[0], 0.0, np.where(x > self.points[-1], 1.0, inside)), 0.0, 1.0
         )
+        return np.where(np.isnan(x), np.nan, value)
 
     def pdf(self, x: Any) -> np.ndarray:
-        """Marginal density at ``x`` (0 outside the recorded range)."""
+        """Marginal density at ``x`` (0 outside the recorded range, NaN at NaN)."""
         x = np.asarray(x, dtype=float)
         inside = (x >= self.points[0]) & (x <= self.points[-1])
-        return np.where(inside, np.clip(np.nan_to_num(self._density(x)), 0.0, None), 0.0)
+        value = np.where(inside, np.clip(np.nan_to_num(self._density(x)), 0.0, None), 0.0)
+        return np.where(np.isnan(x), np.nan, value)
 
     def mode(self) -> float:
         """The point of highest marginal density (a global 1-D maximisation)."""
@@ -169,13 +205,14 @@ class Marginal:
     def mean(self) -> float:
         """Mean of the marginal (midpoint rule over the CDF increments)."""
         mid = 0.5 * (self.points[1:] + self.points[:-1])
-        return float(
-            np.sum(mid * np.diff(self.cdf_values)) / (self.cdf_values[-1] - self.cdf_values[0])
-        )
+        return float(np.sum(mid * np.diff(self.cdf_values)))
 
     def quantile(self, q: Any) -> np.ndarray:
-        """Inverse CDF (monotone linear interpolation between the recorded points)."""
-        return np.interp(q, self.cdf_values, self.points)
+        """Inverse CDF (monotone linear interpolation between the recorded points); NaN for
+        ``q`` outside ``[0, 1]``, as :mod:`scipy.stats` ``ppf`` gives."""
+        q = np.asarray(q, dtype=float)
+        value = np.interp(q, self.cdf_values, self.points)
+        return np.where((q >= 0) & (q <= 1), value, np.nan)
 
     def __repr__(self) -> str:
         return (
@@ -235,7 +272,7 @@ def _warn_if_boxes_disagree(name: str, box: np.ndarray, cdf: np.ndarray) -> None
     box : ndarray, shape (chain, draw, *shape, 4)
     cdf : ndarray, shape (chain, draw, *shape, K)
     """
-    if box.shape[0] < 2 or box.shape[1] == 0:
+    if box.shape[0] < 2 or box.shape[1] == 0 or box.size == 0:
         return
     edges = recorded_grid(box[:, -1], 2)
     lower, upper = edges[..., 0], edges[..., 1]  # (chain, *shape)
@@ -291,9 +328,10 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
     ----------
     idata : xarray.DataTree or pymc.backends.base.MultiTrace
         The result of ``pm.sample`` with an :class:`~pymc_sfp.SFPStep` (``marginal_points > 0``):
-        the DataTree, of which only the ``sample_stats`` group is read (so warm-up draws are
-        excluded unless they were kept in it), or the ``MultiTrace`` of
-        ``return_inferencedata=False``, whose sampler stats are read (every draw it holds).
+        the DataTree, of which only the ``sample_stats`` group is read (so tuning draws are
+        excluded: kept ones are in ``warmup_sample_stats``), or the ``MultiTrace`` of
+        ``return_inferencedata=False``, whose sampler stats are read (every draw it holds,
+        tuning draws too if they were kept).
     var_names : str or list of str, optional
         Restrict to these variables.
 
@@ -327,6 +365,10 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
         )
     if var_names is not None:
         var_names = [var_names] if isinstance(var_names, str) else var_names
+        if not isinstance(var_names, list | tuple) or not all(
+            isinstance(n, str) for n in var_names
+        ):
+            raise TypeError(f"var_names must be a name or a list of names, got {var_names!r}")
         missing = sorted(set(var_names) - set(names))
         if missing:
             raise ValueError(f"no SFP marginals recorded for {missing}; available: {names}")
@@ -339,8 +381,9 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
         # (chain, draw, *shape, K) → (*shape, chain * draw, K)
         n_points = cdf.shape[-1]
         shape = cdf.shape[2:-1]
-        cdf = np.moveaxis(cdf.reshape(-1, *shape, n_points), 0, -2)
-        box = np.moveaxis(box.reshape(-1, *shape, BOX_FIELDS), 0, -2)
+        n_draws = cdf.shape[0] * cdf.shape[1]
+        cdf = np.moveaxis(cdf.reshape(n_draws, *shape, n_points), 0, -2)
+        box = np.moveaxis(box.reshape(n_draws, *shape, BOX_FIELDS), 0, -2)
         if not shape:
             out[name] = average_conditionals(recorded_grid(box, n_points), cdf)
             continue

@@ -52,6 +52,39 @@ def test_marginal_of_exact_beta_cdf():
     assert marginal.cdf(-1.0) == 0.0 and marginal.cdf(2.0) == 1.0 and marginal.pdf(2.0) == 0.0
 
 
+def test_marginal_refuses_what_is_not_a_cdf_and_answers_nan_with_nan():
+    points = np.linspace(0.0, 1.0, 5)
+    for values, match in [
+        ([0.0, 0.5, 0.4, 0.8, 1.0], "non-decreasing"),
+        ([0.0, 0.5, 0.7, 0.9, 1.2], r"in \[0, 1\]"),
+        ([0.3] * 5, "increase"),
+        ([0.0, np.nan, 0.5, 0.7, 1.0], "finite"),
+        ([0.0, 1.0], "one per point"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            Marginal(points, np.array(values))
+    # Float32 rounding noise is not an error.
+    Marginal(points, np.array([0.0, 0.5, 0.5 - 3e-8, 0.8, 1.0 + 6e-8]))
+    marginal = Marginal(points, points**2)
+    assert np.isnan(marginal.cdf(np.nan)) and np.isnan(marginal.pdf(np.nan))
+    np.testing.assert_array_equal(np.isnan(marginal.quantile([-0.5, 0.0, 1.0, 1.5])), [1, 0, 0, 1])
+
+
+def test_a_marginal_of_part_of_the_mass_is_that_of_its_range():
+    """CDF values from 0.2 to 0.6: cdf, mean and quantile describe one distribution, the
+    restriction to the recorded range."""
+    points = np.linspace(0.0, 1.0, 201)
+    partial = Marginal(points, 0.2 + 0.4 * points**2)
+    whole = Marginal(points, points**2)
+    for method in ("cdf", "pdf"):
+        np.testing.assert_allclose(
+            getattr(partial, method)(points), getattr(whole, method)(points), atol=1e-12
+        )
+    assert partial.cdf(-1.0) == 0.0 and partial.cdf(2.0) == 1.0
+    assert partial.mean() == pytest.approx(2.0 / 3.0, abs=1e-4)
+    assert partial.quantile(0.25) == pytest.approx(0.5, abs=1e-4)
+
+
 def test_average_conditionals_of_arrays():
     """Two point masses recorded as step CDFs on different grids average to their mixture."""
     grids = np.array([np.linspace(-1.0, 1.0, 5), np.linspace(0.0, 2.0, 5)])
@@ -196,6 +229,26 @@ def test_marginals_from_multitrace_match_the_datatree():
 def test_marginals_of_something_else_is_a_clear_error():
     with pytest.raises(TypeError, match=r"DataTree.*MultiTrace"):
         pymc_sfp.sfp_marginals({"posterior": None})
+
+
+def test_a_variable_of_size_zero_has_an_empty_array_of_marginals():
+    with pm.Model():
+        pm.Normal("empty", 0.0, 1.0, shape=(0,))
+        pm.Normal("a", 0.0, 1.0, shape=2)
+        idata = pm.sample(
+            step=SFPStep(L=20, bounds=(-6, 6)),
+            draws=10,
+            tune=5,
+            chains=2,
+            cores=1,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    marginals = pymc_sfp.sfp_marginals(idata)
+    assert marginals["empty"].shape == (0,) and marginals["a"].shape == (2,)
+    with pytest.raises(TypeError, match="var_names must be a name or a list of names"):
+        pymc_sfp.sfp_marginals(idata, var_names=3)
 
 
 def test_marginals_on_each_scale_are_the_exact_marginals():

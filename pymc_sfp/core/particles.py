@@ -79,12 +79,16 @@ LogDensityGrad = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 class DegenerateWeightsError(FloatingPointError):
     """Every particle has zero likelihood (log-weight ``-inf`` or NaN): nothing to normalise.
 
+    The sequential filter's EKF raises it too, when its update of an observation is not finite
+    (an outlier so far that the Gaussian update overflows): the same failure, a filter that
+    cannot absorb the observation, with the same recovery.
+
     The filter's state before the failed step is untouched and kept in :attr:`state`, so the
     caller can recover: skip the observation, increase the noise or re-draw the particles.
 
     Attributes
     ----------
-    state : ParticleState
+    state : ParticleState or KalmanState
         The state the step started from.
     """
 
@@ -154,8 +158,12 @@ def normalise_log_weights(log_weights: np.ndarray) -> tuple[np.ndarray, float]:
             f"cannot normalise the weights: {int(np.sum(finite))} of {log_weights.size} "
             "log-weights are finite and the others are -inf, +inf or NaN"
         )
-    log_norm = float(logsumexp(log_weights))
-    return log_weights - log_norm, log_norm
+    # Shifted by the largest first: at log-weights of 1e15 or more, ``w - logsumexp(w)`` loses
+    # the differences to rounding, and the weights would no longer sum to 1.
+    shift = float(np.max(log_weights))
+    shifted = log_weights - shift
+    log_sum = float(logsumexp(shifted))
+    return shifted - log_sum, shift + log_sum
 
 
 def effective_sample_size(log_weights: np.ndarray) -> float:
@@ -321,15 +329,20 @@ def particle_step(
     log_likelihood_values = np.where(
         np.isnan(log_likelihood_values), -np.inf, log_likelihood_values
     )
-    unnormalised = state.log_weights + log_likelihood_values
+    # Only differences between particles matter to the weights: shifted by their largest, huge
+    # log-likelihoods (a far outlier) do not round the previous weights away when added.
+    finite = np.isfinite(log_likelihood_values)
+    shift = float(np.max(log_likelihood_values[finite])) if finite.any() else 0.0
+    unnormalised = state.log_weights + (log_likelihood_values - shift)
     try:
-        log_weights, log_evidence = normalise_log_weights(unnormalised)
+        log_weights, log_increment = normalise_log_weights(unnormalised)
     except FloatingPointError:
         raise DegenerateWeightsError(
             "every particle has zero likelihood for this observation (all log-weights are -inf): "
             "skip the observation, increase the observation noise or the number of particles",
             state,
         ) from None
+    log_evidence = log_increment + shift
     ess = float(np.exp(-logsumexp(2.0 * log_weights)))
     n = len(log_weights)
     ancestors = np.arange(n)

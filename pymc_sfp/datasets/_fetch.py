@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_sfp._validation import check_bool
+
 __all__ = [
     "DATA_ENV_VAR",
     "DATA_HOME_ENV_VAR",
@@ -64,6 +66,12 @@ def _data_home_path(data_home: str | os.PathLike[str] | None) -> Path:
     """The cache directory :func:`get_data_home` would return, without creating it."""
     if data_home is None:
         data_home = os.environ.get(DATA_HOME_ENV_VAR) or Path("~") / ".cache" / "pymc_sfp"
+    elif not os.fspath(data_home):
+        # Path("") is the working directory, which clear_data_home would then delete.
+        raise ValueError(
+            "data_home is an empty path; give a directory for the cache, or None for "
+            f"${DATA_HOME_ENV_VAR} or ~/.cache/pymc_sfp"
+        )
     return Path(data_home).expanduser()
 
 
@@ -97,8 +105,23 @@ def clear_data_home(data_home: str | os.PathLike[str] | None = None) -> None:
     ----------
     data_home : str or path-like, optional
         The cache directory to delete; resolved as in :func:`get_data_home`.
+
+    Raises
+    ------
+    ValueError
+        If ``data_home`` is an empty path, or if the directory holds the local copy that
+        ``$PYMC_SFP_DATA`` names (or is that copy).
     """
     path = _data_home_path(data_home)
+    local_root = os.environ.get(DATA_ENV_VAR)
+    if local_root and path.exists():
+        local = Path(local_root).expanduser().resolve()
+        if local == path.resolve() or path.resolve() in local.parents:
+            raise ValueError(
+                f"Not deleting {path}: it holds the local copy of the data that "
+                f"${DATA_ENV_VAR}={local_root!r} names. Delete the cache's data folders "
+                "yourself, or move the local copy out of the cache."
+            )
     if path.exists():
         shutil.rmtree(path)
 
@@ -144,13 +167,8 @@ def values_sha256(values: np.ndarray) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _verified_values(path: Path, remote: RemoteFile, origin: str) -> np.ndarray:
-    """Parse ``path`` and check its values' digest; raise ``OSError`` naming what to do."""
-    remedy = (
-        f"Set {DATA_ENV_VAR} to a folder holding an intact copy as "
-        f"{remote.folder}/{remote.name}, or delete the file to download it again from "
-        f"{remote.url}."
-    )
+def _verified_values(path: Path, remote: RemoteFile, origin: str, remedy: str) -> np.ndarray:
+    """Parse ``path`` and check its values' digest; raise ``OSError`` ending with ``remedy``."""
     try:
         values = parse_table(path, remote.delimiter)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -216,7 +234,14 @@ def _download(remote: RemoteFile, target: Path, help_text: str) -> np.ndarray:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(payload)
-        values = _verified_values(tmp, remote, f"downloaded from {remote.url}")
+        values = _verified_values(
+            tmp,
+            remote,
+            f"downloaded from {remote.url}",
+            "The download was discarded. Try again later, or set "
+            f"{DATA_ENV_VAR} to a folder holding an intact copy as "
+            f"{remote.folder}/{remote.name}.",
+        )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -227,14 +252,28 @@ def fetch(
     remote: RemoteFile, data_home: str | os.PathLike[str] | None, download_if_missing: bool
 ) -> np.ndarray:
     """Return the verified values of ``remote``: local copy, else cache, else download."""
+    download_if_missing = check_bool(download_if_missing, "download_if_missing")
     local_root = os.environ.get(DATA_ENV_VAR)
     if local_root:
         local = Path(local_root).expanduser() / remote.folder / remote.name
         if local.is_file():
-            return _verified_values(local, remote, f"local copy from ${DATA_ENV_VAR}")
+            return _verified_values(
+                local,
+                remote,
+                f"local copy from ${DATA_ENV_VAR}",
+                f"Replace it with an intact copy, or unset {DATA_ENV_VAR} to use the cache "
+                f"or download it from {remote.url}.",
+            )
     cached = get_data_home(data_home) / remote.folder / remote.name
     if cached.is_file():
-        return _verified_values(cached, remote, "cached copy")
+        return _verified_values(
+            cached,
+            remote,
+            "cached copy",
+            f"Delete the cached file to download it again from {remote.url}, or set "
+            f"{DATA_ENV_VAR} to a folder holding an intact copy as "
+            f"{remote.folder}/{remote.name}.",
+        )
 
     where = f"with {DATA_ENV_VAR}={local_root!r}" if local_root else f"{DATA_ENV_VAR} is not set"
     help_text = (

@@ -19,7 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_sfp._validation import check_positive_int
+from pymc_sfp._validation import (
+    as_generator,
+    check_bool,
+    check_finite_rows,
+    check_positive_int,
+)
 from pymc_sfp.datasets._fetch import RemoteFile, fetch, parse_table
 
 __all__ = [
@@ -152,6 +157,7 @@ def load_glass(
     OSError
         If the file is missing and cannot be downloaded, or fails the checksum.
     """
+    standardize = check_bool(standardize, "standardize")
     values = fetch(_GLASS, data_home, download_if_missing)
     raw_type = values[:, -1].astype(int)
     keep = np.isin(raw_type, list(_GLASS_CLASS_OF_TYPE))
@@ -202,7 +208,7 @@ def glass_split(
     ValueError
         If ``data`` does not have the paper's class counts.
     """
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng, "rng")
     if data is None:
         data = load_glass(data_home=data_home)
     counts = np.bincount(data.y, minlength=len(_GLASS_SPLIT_SIZES))
@@ -261,7 +267,7 @@ def load_santafe_b(
     OSError
         If the file is missing and cannot be downloaded, or fails the checksum.
     """
-    if part not in _SANTAFE_B:
+    if isinstance(part, bool) or part not in _SANTAFE_B:
         raise ValueError(f"part must be 1 or 2, got {part!r}")
     return fetch(_SANTAFE_B[part], data_home, download_if_missing)
 
@@ -295,6 +301,7 @@ def load_breath_rate(
     ndarray, shape (1000,)
         Unnormalised, the series starts 6668, 684, 859, 2239, 4606 (A/D units).
     """
+    normalize = check_bool(normalize, "normalize")
     series = load_santafe_b(part=1, data_home=data_home, download_if_missing=download_if_missing)
     series = series[_BREATH_ROWS, _BREATH_COLUMN]
     return _standardize(series) if normalize else series
@@ -340,10 +347,12 @@ def load_laser(
     FileNotFoundError
         If ``path`` is given but is not a file.
     ValueError
-        If the file at ``path`` is not one numeric value per line.
+        If the file at ``path`` is not one finite numeric value per line, or, with
+        ``normalize=True``, holds a constant series.
     OSError
         If the default file is missing and cannot be downloaded, or fails the checksum.
     """
+    normalize = check_bool(normalize, "normalize")
     if path is None:
         values = fetch(_LASER, data_home, download_if_missing)
     else:
@@ -357,6 +366,12 @@ def load_laser(
         if values.shape[1] != 1:
             raise ValueError(
                 f"path={str(path)!r} must hold one value per line, found {values.shape[1]} columns"
+            )
+        check_finite_rows(values, f"the series at path={str(path)!r}")
+        if normalize and np.ptp(values) == 0:
+            raise ValueError(
+                f"the series at path={str(path)!r} is constant, so it cannot be scaled to unit "
+                "variance; pass normalize=False to read it as is"
             )
     series = values[:, 0]
     return _standardize(series) if normalize else series
@@ -384,11 +399,13 @@ def embed(series: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     ValueError
-        If ``series`` is not 1-D, ``window < 1`` or ``len(series) <= window``.
+        If ``series`` is not 1-D or has NaN or infinite values, ``window < 1`` or
+        ``len(series) <= window``.
     """
     series = np.asarray(series, dtype=float)
     if series.ndim != 1:
         raise ValueError(f"series must be 1-D, got shape {series.shape}")
+    check_finite_rows(series, "series")
     window = check_positive_int(window, "window")
     if len(series) <= window:
         raise ValueError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_sfp._validation import check_positive_int
+from pymc_sfp._validation import as_generator, check_positive_int, check_real
 
 __all__ = ["make_robot_arm", "make_teacher_perceptron"]
 
@@ -47,13 +47,16 @@ def make_robot_arm(
 
     Raises
     ------
+    TypeError
+        If ``noise_sd`` is not a real number.
     ValueError
         If ``n`` is not a positive integer or ``noise_sd`` is negative or not finite.
     """
     n = check_positive_int(n, "n")
+    noise_sd = check_real(noise_sd, "noise_sd")
     if not np.isfinite(noise_sd) or noise_sd < 0:
         raise ValueError(f"noise_sd must be finite and >= 0, got {noise_sd!r}")
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng, "rng")
     sign = rng.choice([-1.0, 1.0], size=n)
     x1 = sign * rng.uniform(*_ROBOT_X1_RANGE, size=n)
     x2 = rng.uniform(*_ROBOT_X2_RANGE, size=n)
@@ -97,17 +100,20 @@ def make_teacher_perceptron(
 
     Raises
     ------
+    TypeError
+        If ``beta`` is not a real number.
     ValueError
         If ``m`` or ``n_features`` is not a positive integer, or ``beta`` is not ``> 0``.
     """
     m = check_positive_int(m, "m")
     n_features = check_positive_int(n_features, "n_features")
+    beta = check_real(beta, "beta")
     if not beta > 0:
         raise ValueError(f"beta must be > 0, got {beta!r}")
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng, "rng")
     w_teacher = rng.standard_normal(n_features)
     S = rng.standard_normal((m, n_features))
     clean = np.where(S @ w_teacher >= 0, 1.0, -1.0)
-    flip_probability = 1.0 / (1.0 + np.exp(beta))
+    flip_probability = np.exp(-np.logaddexp(0.0, beta))
     flipped = rng.random(m) < flip_probability
     return S, np.where(flipped, -clean, clean), w_teacher

@@ -17,7 +17,15 @@ import xarray as xr
 from pymc.blocking import DictToArrayBijection
 from pymc.stats.convergence import log_warning_stats
 
-from pymc_sfp._validation import as_rows, check_positive_int
+from pymc_sfp._validation import (
+    as_generator,
+    as_rows,
+    check_int_at_least,
+    check_layer_sizes,
+    check_positive_finite,
+    check_positive_int,
+    check_real,
+)
 from pymc_sfp.learning.mle import sampled_parameters
 from pymc_sfp.learning.tabulated_prior import log_density_table, marginal_prior, static_shape
 from pymc_sfp.marginals import (
@@ -76,6 +84,14 @@ class IncrementalSFP:
     name : str, default "net"
         Name of the network in the model.
 
+    Raises
+    ------
+    ValueError
+        If an argument is out of range (``layer_sizes`` not at least three positive integers,
+        ``D`` not a finite number > 0, ``L < 3``, ...), naming it.
+    TypeError
+        If a number is given as something else (a string, say).
+
     Attributes
     ----------
     model : pm.Model
@@ -105,15 +121,21 @@ class IncrementalSFP:
         random_seed: int | np.random.Generator | None = None,
         name: str = "net",
     ):
-        window = check_positive_int(window, "window")
-        self.layer_sizes = tuple(layer_sizes)
-        self.D = D
+        if output not in ("linear", "softmax"):
+            raise ValueError(f"output must be 'linear' or 'softmax', got {output!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        self.layer_sizes = check_layer_sizes(layer_sizes)
+        self.D = check_positive_finite(D, "D")
         self.output = output
-        self.L = L
-        self.window = int(window)
-        self.prior_points = prior_points
-        self.floor = floor
+        self.L = check_int_at_least(L, 3, "L")
+        self.window = check_positive_int(window, "window")
+        self.prior_points = check_int_at_least(prior_points, 2, "prior_points")
+        self.floor = check_real(floor, "floor")
+        if not 0 <= self.floor < 1:
+            raise ValueError(f"floor must be in [0, 1), got {floor!r}")
         self.random_seed = random_seed
+        self._rng = as_generator(random_seed, "random_seed")
         self.name = name
         self.model: pm.Model | None = None
         self.draws: list[dict[str, np.ndarray]] = []
@@ -151,11 +173,15 @@ class IncrementalSFP:
         RuntimeError
             If the learner was fitted already.
         ValueError
-            For bad data (wrong widths, NaN, mismatched rows) or ``discard >= sweeps``.
+            For bad data (wrong widths, NaN, mismatched rows), ``sweeps`` or ``discard`` that
+            are not integers, or ``discard >= sweeps``. A failed fit leaves the learner
+            unfitted.
         """
         if self.model is not None:
             raise RuntimeError("fit was called already: make a new IncrementalSFP to start over")
-        if not 0 <= discard < sweeps:
+        sweeps = check_positive_int(sweeps, "sweeps")
+        discard = check_int_at_least(discard, 0, "discard")
+        if discard >= sweeps:
             raise ValueError(f"need 0 <= discard < sweeps, got discard={discard}, sweeps={sweeps}")
         X = as_rows(X, self.layer_sizes[0], "X")
         Y = as_rows(y, self.layer_sizes[-1], "y")
@@ -171,20 +197,26 @@ class IncrementalSFP:
                 marginals = np.full(static_shape(var, model), flat, dtype=object)
                 marginal_prior(var, marginals, points=self.prior_points, floor=self.floor)
             step = SFPStep(L=self.L, model=model)
-        step.rng = np.random.default_rng(self.random_seed)
+        step.rng = self._rng
         self.model, self.network, self.step = model, network, step
         self._y_name = f"{likelihood.name}_data"
         self._X, self._Y = X, Y
         self._q = DictToArrayBijection.map(model.initial_point())
 
-        kept = []
-        for sweep in range(sweeps):
-            if sweep == discard:
-                step.stop_tuning()
-            stats = self._sweep()
-            if sweep >= discard:
-                kept.append(stats)
-        self._install_prior(kept)
+        try:
+            kept = []
+            for sweep in range(sweeps):
+                if sweep == discard:
+                    step.stop_tuning()
+                stats = self._sweep()
+                if sweep >= discard:
+                    kept.append(stats)
+            self._install_prior(kept)
+        except BaseException:
+            # Half a fit (no prior of Eq. 21) must not be taken for a fitted learner.
+            self.model = None
+            self.draws.clear()
+            raise
         return self
 
     def partial_fit(self, X_new: Any, y_new: Any) -> Self:
@@ -232,7 +264,7 @@ class IncrementalSFP:
 
         Parameters
         ----------
-        X : array_like, shape (n, layer_sizes[0])
+        X : array_like, shape (n, layer_sizes[0]), or one row (a number for one input)
 
         Returns
         -------
@@ -243,10 +275,11 @@ class IncrementalSFP:
         RuntimeError
             Before :meth:`fit`.
         ValueError
-            If ``X`` is not a finite 2-D array of ``layer_sizes[0]`` columns.
+            If ``X`` does not have ``layer_sizes[0]`` columns or has NaN or infinite values.
         """
         if self.model is None:
             raise RuntimeError("call fit before predict")
+        X = as_rows(X, self.layer_sizes[0], "X")
         recent = self.draws[-self.window :]
         samples = xr.Dataset(
             {

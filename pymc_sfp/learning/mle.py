@@ -157,7 +157,9 @@ def sfp_mle(idata: Any, network: Network) -> MLEPredictor:
         The result of ``pm.sample`` with an :class:`~pymc_sfp.SFPStep` over the network's
         weights and biases (``marginal_points > 0``).
     network : Network
-        Built by :func:`pymc_sfp.nn.mlp` with ``prior="uniform"`` or ``"gaussian"``.
+        The network ``idata`` was sampled with, built by :func:`pymc_sfp.nn.mlp` with
+        ``prior="uniform"`` or ``"gaussian"``. Only the names and shapes of its weights can be
+        checked against ``idata``; its output type is taken as given.
 
     Returns
     -------
@@ -166,12 +168,22 @@ def sfp_mle(idata: Any, network: Network) -> MLEPredictor:
     Raises
     ------
     ValueError
-        If the network's weights are not sampled variables, or ``idata`` holds no SFP marginals
-        for them.
+        If the network's weights are not sampled variables, ``idata`` holds no SFP marginals
+        for them, or their shapes in ``idata`` are not the network's.
     """
     names = [var.name for var in sampled_parameters(network)]
     marginals = sfp_marginals(idata, var_names=names)
     n_layers = len(network.weights)
+    sizes = network.layer_sizes
+    expected = [(sizes[k], sizes[k + 1]) for k in range(n_layers)]
+    expected += [(sizes[k + 1],) for k in range(n_layers)]
+    for name, shape in zip(names, expected, strict=True):
+        found = np.shape(marginals[name])
+        if found != shape:
+            raise ValueError(
+                f"idata's {name} has shape {found}, but the network's has shape {shape} "
+                f"(layer_sizes {sizes}): pass the network idata was sampled with"
+            )
     modes = [_elementwise(marginals[name], "mode") for name in names]
     means = [_elementwise(marginals[name], "mean") for name in names]
     return MLEPredictor(

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_sfp._validation import check_positive_finite
+from pymc_sfp._validation import check_layer_sizes, check_positive_finite
 from pymc_sfp.nn import _prediction
 from pymc_sfp.nn._data import ensure_coord, input_data
 from pymc_sfp.nn.integrated import OutputTargets
@@ -343,15 +342,7 @@ def mlp(
             "'group' or 'ard') and deterministic=False (there is no output graph to keep); got "
             f"output={output!r}, prior={prior!r}, deterministic={deterministic!r}"
         )
-    sizes = tuple(layer_sizes)
-    if len(sizes) < 3 or not all(
-        isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in sizes
-    ):
-        raise ValueError(
-            "layer_sizes must be at least three positive integers (inputs, hidden layers, "
-            f"outputs), got {layer_sizes!r}"
-        )
-    sizes = tuple(int(s) for s in sizes)
+    sizes = check_layer_sizes(layer_sizes)
     if output == "softmax" and sizes[-1] < 2:
         raise ValueError(f"softmax outputs need layer_sizes[-1] >= 2, got {sizes[-1]}")
 

@@ -16,6 +16,7 @@ in :mod:`pymc_sfp.core.particles`; the model is compiled once, by
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
@@ -25,12 +26,19 @@ import xarray as xr
 from pymc.progress_bar import create_simple_progress
 from scipy.special import ndtr, ndtri
 
-from pymc_sfp._validation import check_positive_int, check_real
+from pymc_sfp._validation import (
+    as_generator,
+    check_bool,
+    check_positive_int,
+    check_real,
+    describe_rows,
+)
 from pymc_sfp.compile import ParticleEvaluator
 from pymc_sfp.core.particles import (
     RESAMPLING_SCHEMES,
     DegenerateWeightsError,
     KalmanState,
+    KalmanUpdate,
     ParticleState,
     ekf_predict,
     ekf_update,
@@ -42,6 +50,9 @@ from pymc_sfp.core.particles import (
 )
 
 __all__ = ["METHODS", "MOVES", "SequentialFilter", "StepResult", "sample_sequential"]
+
+#: Fewest observed steps for which :meth:`SequentialFilter.run` judges a collapse of the weights.
+MIN_STEPS_FOR_COLLAPSE_WARNING = 10
 
 #: Filters accepted by :func:`sample_sequential`.
 METHODS = ("sir", "sipr", "ekf")
@@ -106,8 +117,9 @@ class SequentialFilter:
         containers and its one observed variable a ``pm.Normal`` (see
         :class:`~pymc_sfp.compile.ParticleEvaluator`), e.g. :func:`pymc_sfp.nn.mlp` with
         :func:`pymc_sfp.nn.gaussian_likelihood`.
-    data_names : sequence of str, optional
-        The data containers streamed by :meth:`update`; all of the model's by default.
+    data_names : str or sequence of str, optional
+        The data containers streamed by :meth:`update` (one name as a string); all of the
+        model's by default.
     method : {"sir", "sipr", "ekf"}, default "sir"
     particles : int, default 1000
         Particles of SIR / SIPR; for the EKF, the number of draws of its final Gaussian that form
@@ -152,7 +164,11 @@ class SequentialFilter:
         ``move_steps`` that is not a positive integer, a ``process_sd`` that is negative, not
         finite or names an unknown variable, an ``ess_threshold`` outside ``(0, 1]`` or given
         for another method than ``"sipr"``, an ``interval`` outside ``(0, 1)``, a move with the
-        EKF, the EKF with a learned noise sd, or a model the evaluator refuses.
+        EKF, the EKF with a learned noise sd, or a model the evaluator refuses (among them: a
+        container the observation reads with a row per observation that is not in
+        ``data_names``, improper priors, no free variables).
+    TypeError
+        If ``model`` is not a ``pm.Model`` or ``random_seed`` is not a seed.
 
     Examples
     --------
@@ -179,6 +195,8 @@ class SequentialFilter:
         random_seed: Any = None,
         compile_kwargs: dict | None = None,
     ):
+        if model is not None and not isinstance(model, pm.Model):
+            raise TypeError(f"model must be a pm.Model or None, got {type(model).__name__}")
         model = pm.modelcontext(model)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -208,6 +226,8 @@ class SequentialFilter:
                 raise ValueError(f"ess_threshold must be in (0, 1], got {ess_threshold!r}")
         if data_names is None:
             data_names = [var.name for var in model.data_vars]
+        elif isinstance(data_names, str):
+            data_names = [data_names]
         self.evaluator = ParticleEvaluator(model, list(data_names), compile_kwargs)
         if method == "ekf" and not self.evaluator.fixed_noise:
             raise ValueError(
@@ -224,7 +244,7 @@ class SequentialFilter:
         self.process_sd = self._process_sd(process_sd)
         # The posterior group's resampling has its own stream, so that looking at the result
         # midway does not change the filter's draws.
-        self._rng, posterior_rng = np.random.default_rng(random_seed).spawn(2)
+        self._rng, posterior_rng = as_generator(random_seed, "random_seed").spawn(2)
         self._posterior_seed = int(posterior_rng.integers(2**63))
         self._accumulated: list[list[np.ndarray]] = []
         self._move_step_size = 0.5 / self.evaluator.size**0.25
@@ -268,6 +288,11 @@ class SequentialFilter:
 
     def _row(self, observation: Mapping[str, Any]) -> list[np.ndarray]:
         names = self.evaluator.data_names
+        if not isinstance(observation, Mapping):
+            raise TypeError(
+                f"an observation must be a mapping of the data containers {list(names)} to one "
+                f"row each, got {type(observation).__name__}"
+            )
         missing_names = [name for name in names if name not in observation]
         if missing_names or set(observation) - set(names):
             raise ValueError(
@@ -277,7 +302,7 @@ class SequentialFilter:
         row = []
         for name in names:
             container = self.model[name].get_value()
-            value = np.asarray(observation[name], dtype=float)
+            value = _as_float_array(observation[name], name)
             row_shape = container.shape[1:]
             # One row, with or without its leading axis (a scalar for a one-element row).
             if value.size != int(np.prod(row_shape)) or value.ndim > container.ndim:
@@ -308,10 +333,20 @@ class SequentialFilter:
             If the observation does not give one row of every container, or has missing values
             and ``missing="raise"``.
         DegenerateWeightsError
-            If every particle has zero likelihood for this observation. The filter is left as
-            it was before the call: skip the observation or change the model and go on.
+            If every particle has zero likelihood for this observation, or the EKF's update of
+            it is not finite (a far outlier overflows it). The filter is left as it was before
+            the call: skip the observation or change the model and go on.
+        ValueError
+            Also if the observation has infinite values, or the model's fixed observation noise
+            sd is not finite and > 0.
         """
         row = self._row(observation)
+        for name, value in zip(self.evaluator.data_names, row, strict=True):
+            if np.isinf(value).any():
+                raise ValueError(
+                    f"observation {self.steps} has infinite values in {name}: only NaN marks a "
+                    "missing value"
+                )
         target = self.evaluator.data_names.index(self.evaluator.target_name)
         inputs_ok = all(np.isfinite(v).all() for i, v in enumerate(row) if i != target)
         skipped = not (inputs_ok and np.isfinite(row[target]).all())
@@ -349,6 +384,8 @@ class SequentialFilter:
 
         def log_likelihood(particles: np.ndarray) -> np.ndarray:
             log_lik, mean, sd, reported = self.evaluator.observe(particles, row)
+            if self.evaluator.fixed_noise:
+                self._check_noise_sd(sd)
             seen.update(mean=mean, sd=sd, reported=reported)
             return log_lik
 
@@ -472,12 +509,15 @@ class SequentialFilter:
         new_state = predicted
         if inputs_ok:
             output, jacobian, noise_sd = self.evaluator.linearise(predicted.mean, row)
+            self._check_noise_sd(noise_sd)
             target = self.evaluator.data_names.index(self.evaluator.target_name)
             y = row[target].ravel()
             if skipped:
                 covariance = jacobian @ predicted.cov @ jacobian.T + np.diag(noise_sd**2)
             else:
-                new_state, update = ekf_update(predicted, y, output, jacobian, noise_sd**2)
+                new_state, update = self._finite_ekf_update(
+                    predicted, y, output, jacobian, noise_sd
+                )
                 covariance = update.predictive_cov
                 record["log_evidence"] = update.log_evidence
             sd = np.sqrt(np.diag(covariance))
@@ -491,6 +531,46 @@ class SequentialFilter:
         self.state = new_state
         record["filtered_mean"], record["filtered_sd"] = self._gaussian_summaries(new_state)
         return record
+
+    def _check_noise_sd(self, sd: np.ndarray) -> None:
+        # The model's own log-density is -inf for sd <= 0: every particle would get zero
+        # weight, and the EKF would square the sign away.
+        if not np.all(np.isfinite(sd) & (sd > 0)):
+            raise ValueError(
+                f"the observation noise sd of {self.evaluator.observed_name!r} must be finite "
+                f"and > 0, got {np.min(sd)!r} at observation {self.steps}"
+            )
+
+    def _finite_ekf_update(
+        self,
+        predicted: KalmanState,
+        y: np.ndarray,
+        output: np.ndarray,
+        jacobian: np.ndarray,
+        noise_sd: np.ndarray,
+    ) -> tuple[KalmanState, KalmanUpdate]:
+        """:func:`ekf_update`, or a :class:`DegenerateWeightsError` (the filter unchanged) when
+        the update is not finite: a far outlier or an extreme noise overflows it."""
+        failure = ""
+        with np.errstate(all="ignore"):
+            finite_inputs = np.isfinite(output).all() and np.isfinite(jacobian).all()
+            try:
+                if not finite_inputs:
+                    raise FloatingPointError("the network's output or Jacobian is not finite")
+                state, update = ekf_update(predicted, y, output, jacobian, noise_sd**2)
+            except (np.linalg.LinAlgError, FloatingPointError) as error:
+                failure = str(error)
+            else:
+                values = (state.mean, state.cov, update.log_evidence, update.predictive_cov)
+                if not all(np.isfinite(v).all() for v in values):
+                    failure = "the updated mean, covariance or log evidence is not finite"
+        if failure:
+            raise DegenerateWeightsError(
+                f"the EKF cannot absorb this observation ({failure}): skip it (NaN), or check "
+                "its scale against the observation noise",
+                self.state,
+            )
+        return state, update
 
     def _gaussian_summaries(
         self, state: KalmanState
@@ -527,12 +607,25 @@ class SequentialFilter:
             As :meth:`update`, with the step in the message and this filter as its ``filter``
             attribute (its state is that before the failed step).
         """
-        arrays = {name: np.asarray(value, dtype=float) for name, value in data.items()}
+        if not isinstance(data, Mapping):
+            raise TypeError(
+                "data must be a mapping of pm.Data container names to arrays, got "
+                f"{type(data).__name__}"
+            )
+        progressbar = check_bool(progressbar, "progressbar")
+        arrays = {name: _as_float_array(value, name) for name, value in data.items()}
         lengths = {name: len(value) if value.ndim else 0 for name, value in arrays.items()}
         if len(set(lengths.values())) != 1 or 0 in lengths.values():
             raise ValueError(
                 f"every array in data must have the same number (> 0) of rows: {lengths}"
             )
+        for name, value in arrays.items():
+            infinite = np.flatnonzero(np.isinf(value).reshape(len(value), -1).any(axis=1))
+            if len(infinite):
+                raise ValueError(
+                    f"data[{name!r}] has infinite values in {describe_rows(infinite)}: only NaN "
+                    "marks a missing value"
+                )
         n_steps = next(iter(lengths.values()))
         progress = create_simple_progress(progressbar)
         # PyMC's null progress bar enters as None: keep the object itself.
@@ -548,7 +641,23 @@ class SequentialFilter:
                     failure.filter = self
                     raise failure from error
                 progress.advance(task)
+        self._warn_if_collapsed()
         return self
+
+    def _warn_if_collapsed(self) -> None:
+        ess = np.array([r["ess"] for r in self._records if not r["skipped"]], dtype=float)
+        if self.method == "ekf" or len(ess) < MIN_STEPS_FOR_COLLAPSE_WARNING:
+            return
+        collapsed = int(np.sum(ess < 2.0))
+        if collapsed > 0.5 * len(ess):
+            warnings.warn(
+                f"The weights collapsed onto about one particle (ESS < 2) at {collapsed} of "
+                f"{len(ess)} observed steps: the filtered densities and the log evidence rest on "
+                "a handful of particles. More particles, a larger observation noise sd or "
+                "process_sd, or move='metropolis' help.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def to_datatree(self) -> xr.DataTree:
         """The filter's history and its current cloud as a DataTree.
@@ -696,6 +805,16 @@ def _cloud_covariance(particles: np.ndarray) -> np.ndarray:
     covariance = np.atleast_2d(np.cov(particles, rowvar=False))
     ridge = 1e-10 + 1e-6 * np.mean(np.diag(covariance))
     return covariance + ridge * np.eye(len(covariance))
+
+
+def _as_float_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float array, or an error naming the data container ``name``."""
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name} must be real numbers, got complex values")
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be numbers: {error}") from None
 
 
 def sample_sequential(

@@ -34,6 +34,34 @@ def test_effective_sample_size_limits():
     assert effective_sample_size(np.log([3.0, 1.0])) == pytest.approx(1.6)
 
 
+def test_huge_log_weights_keep_their_differences():
+    """At log-weights of 1e15 and more, ``w - logsumexp(w)`` rounds the differences away."""
+    for offset in (-1e17, -1e15, 1e16):
+        log_weights, log_norm = normalise_log_weights(offset + np.array([0.0, 0.0, -50.0]))
+        np.testing.assert_allclose(np.exp(log_weights), [0.5, 0.5, 0.0], atol=1e-15)
+        assert log_norm == offset + np.log(2.0)
+        assert effective_sample_size(np.full(200, offset)) == pytest.approx(200)
+
+
+def test_a_far_outlier_does_not_round_the_previous_weights_away():
+    """Log-likelihoods of about -1e15 plus previous log-weights of order 1: the update must be
+    the one of the log-likelihoods' differences, as if they were shifted to 0."""
+    previous = init_particles(np.zeros((4, 1)))._replace(log_weights=np.log([0.4, 0.3, 0.2, 0.1]))
+    steps = []
+    for offset in (0.0, -1e15):
+        steps.append(
+            particle_step(
+                previous,
+                lambda p, offset=offset: offset + np.array([0.0, -1.0, 0.0, -2.0]),
+                np.random.default_rng(0),
+                ess_threshold=0.0,
+            )
+        )
+    np.testing.assert_allclose(steps[1][0].log_weights, steps[0][0].log_weights, rtol=1e-14)
+    assert steps[1][1].log_evidence == pytest.approx(steps[0][1].log_evidence - 1e15, rel=1e-15)
+    assert 1.0 <= steps[1][1].ess <= 4.0
+
+
 def test_normalise_refuses_weights_without_mass():
     with pytest.raises(FloatingPointError, match="0 of 3 log-weights are finite"):
         normalise_log_weights(np.full(3, -np.inf))

@@ -127,6 +127,37 @@ def test_clear_data_home(monkeypatch, tmp_path, tiny, local):
     assert urls == [TINY_URL] and cached.read_text() == TINY_TEXT
 
 
+def test_an_empty_data_home_is_refused_not_the_working_directory(monkeypatch, tmp_path):
+    # Path("") is ".": clearing it would delete the working directory's contents.
+    keep = tmp_path / "work" / "keep.txt"
+    keep.parent.mkdir()
+    keep.write_text("mine")
+    monkeypatch.chdir(keep.parent)
+    for call in (get_data_home, clear_data_home):
+        with pytest.raises(ValueError, match="data_home is an empty path"):
+            call("")
+    with pytest.raises(ValueError, match="data_home is an empty path"):
+        load_breath_rate(data_home="", download_if_missing=False)
+    assert keep.read_text() == "mine"
+
+
+def test_clear_data_home_keeps_a_local_copy_inside_the_cache(monkeypatch, tmp_path, tiny):
+    cache = tmp_path / "cache"
+    local_copy = _write(cache / "local", tiny, TINY_TEXT)
+    monkeypatch.setenv(datasets.DATA_ENV_VAR, str(cache / "local"))
+    with pytest.raises(ValueError, match=r"Not deleting .*PYMC_SFP_DATA"):
+        clear_data_home()
+    monkeypatch.setenv(datasets.DATA_ENV_VAR, str(cache))
+    with pytest.raises(ValueError, match=r"Not deleting"):
+        clear_data_home()
+    assert local_copy.read_text() == TINY_TEXT
+
+
+def test_download_if_missing_must_be_a_bool(tiny):
+    with pytest.raises(ValueError, match="download_if_missing must be True or False"):
+        fetch(tiny, None, download_if_missing="no")
+
+
 # ---------------------------------------------------------------------------- checksum
 
 
@@ -175,6 +206,8 @@ def test_checksum_mismatch_names_file_hashes_and_env_var(tiny, local):
     assert tiny.sha256 in message
     assert actual in message and actual != tiny.sha256
     assert datasets.DATA_ENV_VAR in message
+    # The user's own copy is to be replaced, not deleted; a cached one may be deleted.
+    assert "Replace it with an intact copy" in message and "delete" not in message.lower()
 
 
 # ---------------------------------------------------------------------------- lookup order

@@ -193,8 +193,9 @@ def test_santafe_b(shared_data):
 
 
 def test_santafe_b_part_must_be_1_or_2():
-    with pytest.raises(ValueError, match="part must be 1 or 2"):
-        load_santafe_b(part=3)
+    for part in (3, True):
+        with pytest.raises(ValueError, match="part must be 1 or 2"):
+            load_santafe_b(part=part)
 
 
 @pytest.mark.dataset("santafe_b")
@@ -240,6 +241,18 @@ def test_laser_user_path(tmp_path):
     garbage.write_text("1\nabc\n")
     with pytest.raises(ValueError, match=r"path=.*line 2 is not numeric"):
         load_laser(path=garbage)
+    # float() reads "nan" and "inf": they are numbers, not data.
+    not_finite = tmp_path / "not_finite.dat"
+    not_finite.write_text("1\nnan\n3\ninf\n")
+    with pytest.raises(ValueError, match=r"path=.*NaN or infinite values in 2 row\(s\): \[1, 3\]"):
+        load_laser(path=not_finite, normalize=False)
+    constant = tmp_path / "constant.dat"
+    constant.write_text("2\n2\n2\n")
+    with pytest.raises(ValueError, match=r"path=.*is constant.*normalize=False"):
+        load_laser(path=constant)
+    np.testing.assert_array_equal(load_laser(path=constant, normalize=False), [2.0, 2.0, 2.0])
+    with pytest.raises(ValueError, match="normalize must be True or False"):
+        load_laser(path=constant, normalize="no")
 
 
 # ---------------------------------------------------------------------------- embed
@@ -262,6 +275,7 @@ def test_embed():
         (np.arange(5), True, "window must be a positive integer"),
         (np.arange(5), 5, "series must be longer than window"),
         (np.zeros((3, 2)), 1, "series must be 1-D"),
+        ([0.0, np.nan, 2.0, 3.0], 1, r"series has NaN or infinite values in 1 row\(s\): \[1\]"),
     ],
 )
 def test_embed_errors(series, window, match):

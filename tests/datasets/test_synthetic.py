@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,24 @@ def test_same_seed_same_data():
 def test_generator_argument_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: make_robot_arm(3, rng=0, noise_sd="0.1"), TypeError, "noise_sd must be a real"),
+        (lambda: make_robot_arm(3, rng=-1), ValueError, "rng must be a numpy.random.Generator"),
+        (lambda: make_robot_arm(3, rng="x"), TypeError, "rng must be a numpy.random.Generator"),
+        (lambda: make_teacher_perceptron(3, 2, rng=0, beta="1"), TypeError, "beta must be a real"),
+    ],
+)
+def test_generator_arguments_of_the_wrong_kind_are_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_a_large_beta_gives_clean_labels_without_overflow():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        S, sigma, w = make_teacher_perceptron(50, 4, rng=1, beta=1000.0)
+    np.testing.assert_array_equal(sigma, np.where(S @ w >= 0, 1.0, -1.0))

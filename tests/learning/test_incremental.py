@@ -133,3 +133,45 @@ def test_incremental_learner_rejects_bad_input(incremental):
         fresh.predict(np.zeros((1, 1)))
     with pytest.raises(ValueError, match="discard"):
         fresh.fit(np.zeros((3, 1)), np.zeros(3), sweeps=10, discard=10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(layer_sizes=()), ValueError, "layer_sizes must be at least three"),
+        (dict(layer_sizes=(1, 2.5, 1)), ValueError, "layer_sizes must be at least three"),
+        (dict(D=0.0), ValueError, "D must be a finite number > 0"),
+        (dict(D="0.01"), TypeError, "D must be a real number"),
+        (dict(L=2), ValueError, "L must be"),
+        (dict(output="tanh"), ValueError, "output must be 'linear' or 'softmax'"),
+        (dict(prior_points=1), ValueError, "prior_points must be"),
+        (dict(floor=1.0), ValueError, r"floor must be in \[0, 1\)"),
+        (dict(random_seed="x"), TypeError, "random_seed must be a numpy.random.Generator"),
+    ],
+)
+def test_incremental_learner_checks_its_settings_when_made(kwargs, error, match):
+    settings = dict(layer_sizes=(1, 2, 1), D=0.01) | kwargs
+    with pytest.raises(error, match=match):
+        IncrementalSFP(settings.pop("layer_sizes"), **settings)
+
+
+def test_a_failed_fit_leaves_the_learner_unfitted(monkeypatch):
+    learner = IncrementalSFP((1, 2, 1), D=0.01, L=10, random_seed=0)
+    X, y = np.linspace(-1, 1, 6)[:, None], np.linspace(-1, 1, 6)
+    for sweeps, discard, match in [(2.5, 0, "sweeps"), (True, 0, "sweeps"), (6, 1.5, "discard")]:
+        with pytest.raises(ValueError, match=match):
+            learner.fit(X, y, sweeps=sweeps, discard=discard)
+        assert learner.model is None
+    # A failure while sweeping: the learner must not pass for fitted (it has no prior of Eq. 21).
+    calls = []
+
+    def failing_astep(step, q):
+        calls.append(q)
+        raise FloatingPointError("a sweep failed")
+
+    monkeypatch.setattr(SFPStep, "astep", failing_astep)
+    with pytest.raises(FloatingPointError):
+        learner.fit(X, y, sweeps=3, discard=1)
+    assert calls and learner.model is None and learner.draws == []
+    with pytest.raises(RuntimeError, match="call fit"):
+        learner.partial_fit(0.1, 0.1)

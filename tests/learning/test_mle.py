@@ -148,6 +148,15 @@ def test_sfp_mle_modes_and_means_of_known_marginals(grid, beta_on_box):
         np.testing.assert_allclose(mean, true.mean(), atol=1e-3)
 
 
+def test_sfp_mle_refuses_marginals_of_another_architecture(grid, beta_on_box):
+    _, sampled = tiny_network(sizes=(1, 2, 1))
+    params = (*sampled.weights, *sampled.biases)
+    tree = known_marginal_tree(sampled, dict.fromkeys(params, (2.0, 2.0)), grid, beta_on_box)
+    _, wider = tiny_network(sizes=(1, 3, 1))
+    with pytest.raises(ValueError, match=r"net_w0 has shape \(1, 2\).*\(1, 3\)"):
+        sfp_mle(tree, wider)
+
+
 def test_sfp_mle_needs_sampled_weights():
     _, network = tiny_network(prior="group")
     with pytest.raises(ValueError, match="prior='uniform'"):

@@ -284,3 +284,109 @@ def test_learned_noise_is_filtered_with_the_weights(linear):
     assert idata["filter_stats"]["log_evidence"][5] == 0
     assert not idata["filter_stats"]["resampled"][5]
     assert np.isfinite(idata["predictive"]["mean"][5])
+
+
+def linear_model(X, y, sigma=R_SD, prior=None, streamed_rows=1):
+    """The linear model of the ``linear`` fixture with another noise sd or prior."""
+    with pm.Model() as model:
+        X_data = pm.Data("X", X[:streamed_rows])
+        y_data = pm.Data("y", y[:streamed_rows])
+        weights = prior("w") if prior else pm.Normal("w", 0.0, 1.0, shape=D)
+        pm.Normal("obs", X_data @ weights, sigma, observed=y_data)
+    return model
+
+
+def test_a_far_outlier_is_a_recoverable_error_of_the_ekf(linear):
+    model, X, y = linear
+    y_bad = y.copy()
+    y_bad[5] = 1e160  # The residual's square overflows the Gaussian update.
+    with pytest.raises(
+        ps.DegenerateWeightsError, match=r"observation 5.*EKF cannot absorb"
+    ) as error:
+        ps.sample_sequential(
+            model, {"X": X, "y": y_bad}, method="ekf", process_sd=Q_SD, progressbar=False
+        )
+    filt = error.value.filter
+    assert filt.steps == 5 and isinstance(error.value.state, KalmanState)
+    for k in range(6, T):
+        filt.update({"X": X[k], "y": [y[k]]})
+    stats = filt.to_datatree()["filter_stats"]
+    assert np.isfinite(stats["log_evidence"]).all()
+    assert np.isfinite(filt.to_datatree()["filtered_sd"]["w"]).all()
+
+
+@pytest.mark.parametrize("method", ["ekf", "sir"])
+@pytest.mark.parametrize("sigma", [-0.3, 0.0])
+def test_a_fixed_noise_sd_that_is_not_positive_is_named(linear, method, sigma):
+    _, X, y = linear
+    model = linear_model(X, y, sigma=sigma)
+    with pytest.raises(ValueError, match=r"noise sd of 'obs' must be finite and > 0"):
+        ps.sample_sequential(
+            model, {"X": X, "y": y}, method=method, particles=50, progressbar=False
+        )
+
+
+def test_a_per_observation_container_that_is_not_streamed_is_refused(linear):
+    _, X, y = linear
+    for rows in (1, T):  # built on one row, or on all of them
+        model = linear_model(X, y, streamed_rows=rows)
+        with pytest.raises(ValueError, match=r"data containers \['X'\].*not streamed"):
+            ps.sample_sequential(model, {"y": y}, method="ekf", progressbar=False)
+
+
+def test_priors_and_models_the_filter_cannot_start_from(linear):
+    _, X, y = linear
+    flat = linear_model(X, y, prior=lambda name: pm.Flat(name, shape=D))
+    with pytest.raises(ValueError, match=r"\['w'\] have improper priors"):
+        ps.SequentialFilter(flat)
+    with pm.Model() as fixed:
+        y_data = pm.Data("y", y[:1])
+        pm.Normal("obs", 0.0, 1.0, observed=y_data)
+    with pytest.raises(ValueError, match="needs free variables"):
+        ps.SequentialFilter(fixed)
+
+
+def test_data_of_the_wrong_kind_are_named(linear):
+    model, X, y = linear
+    with pytest.raises(TypeError, match=r"model must be a pm\.Model or None, got str"):
+        ps.SequentialFilter("model")
+    with pytest.raises(TypeError, match=r"random_seed must be a numpy\.random\.Generator"):
+        ps.SequentialFilter(model, random_seed="abc")
+    filt = ps.SequentialFilter(model, method="ekf")
+    with pytest.raises(TypeError, match="data must be a mapping"):
+        filt.run([X, y])
+    with pytest.raises(TypeError, match="an observation must be a mapping"):
+        filt.update([X[0], y[0]])
+    with pytest.raises(TypeError, match="y must be numbers"):
+        filt.update({"X": X[0], "y": ["a"]})
+    with pytest.raises(TypeError, match="X must be real numbers"):
+        filt.update({"X": X[0] + 1j, "y": [y[0]]})
+    with pytest.raises(ValueError, match="progressbar must be True or False"):
+        filt.run({"X": X, "y": y}, progressbar="no")
+    X_inf = X.copy()
+    X_inf[[2, 9], 1] = np.inf
+    with pytest.raises(
+        ValueError, match=r"data\['X'\] has infinite values in 2 row\(s\): \[2, 9\]"
+    ):
+        filt.run({"X": X_inf, "y": y})
+    with pytest.raises(ValueError, match="observation 0 has infinite values in y"):
+        filt.update({"X": X[0], "y": [np.inf]})
+    assert filt.steps == 0
+    # One name as a string is a list of one name, not of its characters.
+    with pytest.raises(ValueError, match=r"data containers \['X'\].*not streamed"):
+        ps.SequentialFilter(model, data_names="y")
+
+
+def test_weights_collapsed_at_most_steps_are_warned_about(linear):
+    _, X, y = linear
+    model = linear_model(X, y, sigma=1e-3)  # each observation picks about one particle
+    with pytest.warns(UserWarning, match=r"collapsed onto about one particle \(ESS < 2\) at"):
+        idata = ps.sample_sequential(
+            model,
+            {"X": X, "y": y},
+            particles=50,
+            process_sd=Q_SD,
+            random_seed=0,
+            progressbar=False,
+        )
+    assert np.mean(idata["filter_stats"]["ess"] < 2) > 0.5
