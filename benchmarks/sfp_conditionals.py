@@ -337,10 +337,12 @@ def _interpret_builders(cases: list[dict], probe: dict | None) -> str:
     invalid = [str(c["L"]) for c in coll if not c["valid"]]
     fooled = [c for c in coll if c["valid"] and np.max(np.abs(c["weights"] - MIX1_WEIGHTS)) > 0.05]
     ratios = [c["seconds"] / q["seconds"] for q, c in zip(quad, coll, strict=True)]
+    # The observed order of convergence: error ∝ L^(−order) between the first and last L.
+    order = -np.log(quad[-1]["error"] / quad[0]["error"]) / np.log(quad[-1]["L"] / quad[0]["L"])
     text = (
         f"Quadrature is valid at every L, with error {fmt_number(quad[0]['error'])} at L = "
-        f"{quad[0]['L']} falling to {fmt_number(quad[-1]['error'])} at L = {quad[-1]['L']} (about "
-        "second order). Collocation is "
+        f"{quad[0]['L']} falling to {fmt_number(quad[-1]['error'])} at L = {quad[-1]['L']} (order "
+        f"{order:.1f} in L). Collocation is "
         + (f"invalid at L = {', '.join(invalid)}" if invalid else "flagged valid at every L")
         + ". "
     )

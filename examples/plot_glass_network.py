@@ -13,8 +13,8 @@ deterministic network.
 
 Over 10 splits the benchmark (``benchmarks/RESULTS.md``, network learning, section 1) finds
 error rates 0.339 ± 0.052 (SFP-S; the paper: 0.32 ± 0.04), 0.347 (SFP-MLE) and 0.329 (NUTS, 2
-chains × 150 draws), against 0.615 for always predicting the majority class; NUTS took 10 s
-per split and SFP-S 42 s (with another benchmark sharing the two cores). The data are read
+chains × 150 draws), against 0.615 for always predicting the majority class; NUTS took 3.1 s
+per split and SFP-S 4.9 s, compilation included. The data are read
 from ``$PYMC_SFP_DATA`` or the data cache; when they are missing, the example says so and stops.
 """
 

@@ -14,7 +14,7 @@ Global moves are needed. :class:`pymc_sfp.ParallelTempering` runs a ladder of te
 ``prior · likelihood^β`` from the prior (``β = 0``, drawn exactly) to the posterior and swaps
 states between neighbours, so fresh prior draws climb the ladder and carry the cold replica
 across the barrier; PyMC's ``pm.sample_smc`` tempers from the prior too and, in the benchmark,
-got the weights right to 0.011 in 2.8 s, the best of all samplers there. The prior here is
+got the weights right to 0.011 in 1.1 s, the best of all samplers there. The prior here is
 ``U(−10, 10)`` in each coordinate (the mass outside the box is negligible), so that tempering
 has a proper distribution to start from.
 """

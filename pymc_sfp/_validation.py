@@ -69,26 +69,35 @@ def is_integer(value: Any) -> bool:
 
 
 def check_bool(value: Any, name: str) -> bool:
-    """Return ``value`` as a ``bool``; raise ``ValueError`` unless it is ``True`` or ``False``
+    """Return ``value`` as a ``bool``; raise ``TypeError`` unless it is ``True`` or ``False``
     (``bool("no")`` is ``True``)."""
     if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number of Python or NumPy, ``bool`` excepted."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
 def check_positive_int(value: int, name: str) -> int:
-    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer ``> 0``
-    (:func:`is_integer`)."""
-    if not is_integer(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    """Return ``value`` as an ``int``; raise ``TypeError`` unless it is a number and
+    ``ValueError`` unless it is an integer ``> 0`` (:func:`is_integer`)."""
+    return check_int_at_least(value, 1, name, f"{name} must be a positive integer")
 
 
-def check_int_at_least(value: Any, minimum: int, name: str) -> int:
-    """Return ``value`` as an ``int``; raise ``ValueError`` unless it is an integer (see
-    :func:`is_integer`) ``>= minimum``. ``2.5`` is refused, not rounded."""
+def check_int_at_least(value: Any, minimum: int, name: str, requirement: str = "") -> int:
+    """Return ``value`` as an ``int``; raise ``TypeError`` unless it is a number and
+    ``ValueError`` unless it is an integer (see :func:`is_integer`) ``>= minimum``. ``2.5`` is
+    refused, not rounded."""
+    message = f"{requirement or f'{name} must be an integer >= {minimum}'}, got {value!r}"
+    if not _is_number(value):
+        raise TypeError(message)
     if not is_integer(value) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(message)
     return int(value)
 
 

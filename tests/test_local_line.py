@@ -96,3 +96,13 @@ def test_sfp_with_local_lines_samples_a_conjugate_model(compiled):
     mean = 0.8 * Y[:3]
     assert_moments(idata, "v", mean, np.outer(mean, mean) + 0.2 * np.eye(3))
     assert_moments(idata, "u", np.full(2, 2 / 3), np.full((2, 2), 4 / 9) + np.diag([1 / 18] * 2))
+
+
+@pytest.mark.parametrize("hole", [np.nan, -np.inf])
+def test_a_hole_without_density_keeps_the_local_line(hole):
+    """A region where the log-density is NaN (read as zero density, as -inf) is no
+    disagreement: the check moves x[0] into it and must still keep the local line."""
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0, shape=20)
+        pm.Potential("hole", pt.sum(pt.switch(pt.abs(x - 0.3) < 0.2, hole, 0.0)))
+    assert evaluator(model).relative

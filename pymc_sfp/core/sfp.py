@@ -388,7 +388,9 @@ def sweep(
         logp, dlogp = line_logp(x, i, points)
         evaluations += len(points)
         conditional = None
-        if settings.basis is not None:
+        # The gradients that collocation solves with are blind to where the density is zero (a
+        # hard constraint, a NaN hole): such a line takes the quadrature conditional, which is.
+        if settings.basis is not None and np.all(np.isfinite(logp)):
             conditional, _ = collocation_conditional(settings.basis, a, b, dlogp, settings.D)
             n_invalid += conditional is None
         if conditional is None:

@@ -51,8 +51,9 @@ from pymc_sfp.core.particles import (
 
 __all__ = ["METHODS", "MOVES", "SequentialFilter", "StepResult", "sample_sequential"]
 
-#: Fewest observed steps for which :meth:`SequentialFilter.run` judges a collapse of the weights.
-MIN_STEPS_FOR_COLLAPSE_WARNING = 10
+#: :meth:`SequentialFilter.run` warns when a step's ESS falls below this share of the particles
+#: (or below 2): the weights have collapsed onto a handful of them.
+COLLAPSE_SHARE = 0.01
 
 #: Filters accepted by :func:`sample_sequential`.
 METHODS = ("sir", "sipr", "ekf")
@@ -646,14 +647,17 @@ class SequentialFilter:
 
     def _warn_if_collapsed(self) -> None:
         ess = np.array([r["ess"] for r in self._records if not r["skipped"]], dtype=float)
-        if self.method == "ekf" or len(ess) < MIN_STEPS_FOR_COLLAPSE_WARNING:
+        if self.method == "ekf" or not len(ess):
             return
-        collapsed = int(np.sum(ess < 2.0))
-        if collapsed > 0.5 * len(ess):
+        floor = max(2.0, COLLAPSE_SHARE * self.particles)
+        collapsed = np.flatnonzero(ess < floor)
+        if collapsed.size:
             warnings.warn(
-                f"The weights collapsed onto about one particle (ESS < 2) at {collapsed} of "
-                f"{len(ess)} observed steps: the filtered densities and the log evidence rest on "
-                "a handful of particles. More particles, a larger observation noise sd or "
+                f"The weights collapsed onto a handful of particles (ESS < {floor:.3g}) at "
+                f"{collapsed.size} of {len(ess)} observed steps (the first: observed step "
+                f"{collapsed[0]}, ESS {ess[collapsed[0]]:.3g}): from there the filtered densities "
+                "and the log evidence rest on those few particles, and without process noise "
+                "their copies stay identical. More particles, a larger observation noise sd or "
                 "process_sd, or move='metropolis' help.",
                 UserWarning,
                 stacklevel=3,

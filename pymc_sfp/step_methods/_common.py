@@ -8,6 +8,7 @@ from typing import Any
 import pymc as pm
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
+from pytensor.graph.basic import Variable
 from rich.progress import TextColumn
 from rich.table import Column
 
@@ -17,18 +18,43 @@ from pymc_sfp.compile import StepGraph
 ProgressField = tuple[str, str, str, Any]
 
 
+def user_value_vars(model: pm.Model, vars: Any, step_name: str) -> list:
+    """The value variables of ``vars``: random variables, value variables or their names, or
+    one of them alone; ``ValueError`` naming an unknown name or a variable given twice."""
+    if isinstance(vars, str | Variable):
+        vars = [vars]
+    by_value_name = {v.name: v for v in model.value_vars}
+    unknown = [v for v in vars if isinstance(v, str) and v not in model and v not in by_value_name]
+    if unknown:
+        raise ValueError(
+            f"{step_name}: vars names {unknown}, which are not variables of the model; its free "
+            f"variables are {[rv.name for rv in model.free_RVs]}"
+        )
+    value_vars = get_value_vars_from_user_vars(
+        [
+            (by_value_name[v] if v in by_value_name else model[v]) if isinstance(v, str) else v
+            for v in vars
+        ],
+        model,
+    )
+    names = [v.name for v in value_vars]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"{step_name}: vars gives {twice} more than once")
+    return value_vars
+
+
 def continuous_value_vars(model: pm.Model, vars: Sequence | None, step_name: str) -> list:
     """The value variables a step samples; ``TypeError`` naming any discrete one.
 
-    ``vars`` may hold random variables, value variables or their names; ``None`` means every
-    free variable of the model (so that discrete ones are reported, not silently skipped).
+    ``vars`` may hold random variables, value variables or their names (see
+    :func:`user_value_vars`); ``None`` means every free variable of the model (so that discrete
+    ones are reported, not silently skipped).
     """
     if vars is None:
         value_vars = model.continuous_value_vars + model.discrete_value_vars
     else:
-        value_vars = get_value_vars_from_user_vars(
-            [model[v] if isinstance(v, str) else v for v in vars], model
-        )
+        value_vars = user_value_vars(model, vars, step_name)
     discrete = [v.name for v in value_vars if v.dtype in discrete_types]
     if discrete:
         raise TypeError(

@@ -159,8 +159,10 @@ class StochasticDynamics(ArrayStepShared):
     Parameters
     ----------
     vars : list, optional
-        Continuous variables to sample (default: all of the model's); together they need at
-        least one element (a lone shape-``(0,)`` variable is refused).
+        Continuous variables to sample: random variables, value variables or their names
+        (default: every free variable of the model; a discrete one is an error, to be assigned
+        to another step in a ``CompoundStep``); together they need at least one element (a
+        lone shape-``(0,)`` variable is refused).
     step_size : float, optional
         Leapfrog step ``ε`` (in units of the mass matrix's scales). Default ``0.25 / N^¼``, the
         starting point of tuning.

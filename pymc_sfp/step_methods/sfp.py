@@ -30,7 +30,6 @@ from pymc_sfp._validation import (
     check_bool,
     check_int_at_least,
     check_positive_finite,
-    is_integer,
 )
 from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
 from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
@@ -66,6 +65,10 @@ _log = logging.getLogger("pymc_sfp")
 
 #: Half-width of an automatic box around the chain's starting value (unconstrained units).
 AUTO_HALFWIDTH = 10.0
+#: An automatic box wider than this while tuning: the mass never stopped at an edge, however far
+#: the box moved out (it triples on each edge hit), so the posterior is taken to be improper
+#: along that coordinate; left to grow, the box overflows the arithmetic of the sweep.
+IMPROPER_BOX_WIDTH = 1e50
 #: Sweeps after tuning without any accepted coordinate after which the chain counts as stuck.
 STUCK_SWEEPS = 50
 #: Tuning draws at which automatic boxes are refitted to the envelope (then every doubling).
@@ -113,8 +116,10 @@ class SFPStep(ArrayStepShared):
     Parameters
     ----------
     vars : list, optional
-        Variables to sample (default: all continuous value variables of the model); together
-        they need at least one element (a lone shape-``(0,)`` variable is refused).
+        Variables to sample: random variables, value variables or their names (default: every
+        free variable of the model; a discrete one is an error, to be assigned to another step
+        in a ``CompoundStep``); together they need at least one element (a lone
+        shape-``(0,)`` variable is refused).
     L : int, default 100
         Resolution: the number of sine basis functions (``solver="collocation"``, Eq. 11) or of
         grid points (``solver="quadrature"``). Cost per coordinate is about ``L`` log-density
@@ -174,7 +179,9 @@ class SFPStep(ArrayStepShared):
     which the conditional mass piles up (more than 0.1 % of it within 1 % of the width from the
     edge) moves out by one box width, and at tuning draws 25, 50, 100, … the box is refitted to
     the envelope of the conditionals' ``[1e-6, 1 - 1e-6]`` quantiles seen since the last refit,
-    widened by half its width on each side. At the end of tuning the box is never narrowed; it is
+    widened by half its width on each side. An automatic box that grows past ``1e50`` wide while
+    tuning (the mass never stops at an edge: an improper posterior) stops the run with a
+    ``SamplingError`` naming the coordinate. At the end of tuning the box is never narrowed; it is
     then frozen, logged, and readable from the ``sfp_box__*`` stats. The chain targets the
     posterior restricted to the box; edge hits after tuning are counted and warned about.
 
@@ -186,7 +193,9 @@ class SFPStep(ArrayStepShared):
     (:func:`pymc_sfp.core.sfp.resolve_line`); what stays under-resolved is counted in
     ``n_unresolved``. A collocation ``ŷ`` that is not monotone or leaves ``[0, 1]`` (``L`` too
     small for ``D``) is counted in ``n_invalid`` and replaced, for that draw, by the refined
-    quadrature conditional from the log-densities at the same points. Non-finite log-densities
+    quadrature conditional from the log-densities at the same points; so is, without being
+    counted, the ``ŷ`` of a line on which a log-density is not finite (a hard constraint or a NaN
+    hole), which the gradients that collocation solves with cannot see. Non-finite log-densities
     count as zero density (``n_nonfinite``); non-finite proposals are rejected; a line with no
     finite log-density leaves its coordinate in place (``n_empty``).
 
@@ -272,10 +281,10 @@ class SFPStep(ArrayStepShared):
             raise ValueError(f"solver must be 'quadrature' or 'collocation', got {solver!r}")
         if order not in ("sequential", "random"):
             raise ValueError(f"order must be 'sequential' or 'random', got {order!r}")
-        if not is_integer(marginal_points) or marginal_points < 0 or marginal_points == 1:
-            raise ValueError(
-                f"marginal_points must be 0 or an integer >= 2, got {marginal_points!r}"
-            )
+        requirement = "marginal_points must be 0 or an integer >= 2"
+        marginal_points = check_int_at_least(marginal_points, 0, "marginal_points", requirement)
+        if marginal_points == 1:
+            raise ValueError(f"{requirement}, got 1")
         if compiled not in (None, True, False):
             raise ValueError(f"compiled must be None, True or False, got {compiled!r}")
         if kwargs:
@@ -295,6 +304,17 @@ class SFPStep(ArrayStepShared):
         self.layout = coordinate_layout(model, value_vars, initial_point)
         self._user_box = self._parse_bounds(bounds)
         self._auto = ~self.layout.interval & ~self._user_box
+        #: Whether a given box is narrower than the support: the step then samples the target
+        #: restricted to it, and a state outside it (e.g. a prior draw) is an error.
+        self.restricts_support = bool(
+            np.any(
+                self._user_box
+                & (
+                    (self._initial_lower > self.layout.lower)
+                    | (self._initial_upper < self.layout.upper)
+                )
+            )
+        )
         x0 = self.layout.from_value(graph.start)
         self._check_inside(x0, self._initial_lower, self._initial_upper, ~self._auto)
         self.evaluator = LineEvaluator(
@@ -603,7 +623,22 @@ class SFPStep(ArrayStepShared):
                 boxes = refit_boxes(self._probe(x, boxes), self._auto, allow_shrink=True)
                 self.next_checkpoint *= 2
             self._set_boxes(boxes)
+            self._check_proper()
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
+
+    def _check_proper(self) -> None:
+        improper = np.flatnonzero(
+            self._auto & (self.box_upper - self.box_lower > IMPROPER_BOX_WIDTH)
+        )
+        if improper.size:
+            j = int(improper[0])
+            raise SamplingError(
+                f"SFPStep: the automatic box of {self.layout.describe(j)}{self.layout.scale(j)} "
+                f"grew to [{self.box_lower[j]:.3g}, {self.box_upper[j]:.3g}] while tuning: its "
+                "conditional's mass never stopped at an edge, so the posterior looks improper "
+                "along it (e.g. a pm.Flat or pm.HalfFlat the data do not pin down). Give it a "
+                "proper prior, or `bounds`."
+            )
 
     def _admit_start(self, x: np.ndarray) -> None:
         """The start of a sweep that is not inside every box: raise if it is not a number or
@@ -687,8 +722,9 @@ class SFPStep(ArrayStepShared):
                 f"the log-density is not finite anywhere on the box of "
                 f"{self._names(info.empty)} ({settings}), so it stays where it is. Another "
                 "variable may have moved to the edge of its support, e.g. a scale collapsing to "
-                "zero in a centred hierarchical model: reparametrise (non-centred), or bound it. "
-                "Counts are in the 'n_empty' stat."
+                "zero in a centred hierarchical model (reparametrise, non-centred), or one "
+                "growing without bound in an improper posterior (give it a proper prior); or "
+                "bound it. Counts are in the 'n_empty' stat."
             )
         elif kind == "edge":
             message = (

@@ -31,7 +31,6 @@ from pymc.blocking import DictToArrayBijection, RaveledVars, StatsType
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import BlockedStep, CompoundStep, flat_statname
-from pymc.util import get_value_vars_from_user_vars
 
 from pymc_sfp._validation import check_bool, check_int_at_least
 from pymc_sfp.compile import (
@@ -60,7 +59,12 @@ from pymc_sfp.core.tempering import (
     uniform_schedule,
     update_index_process,
 )
-from pymc_sfp.step_methods._common import ProgressField, progressbar_config, progressbar_updates
+from pymc_sfp.step_methods._common import (
+    ProgressField,
+    progressbar_config,
+    progressbar_updates,
+    user_value_vars,
+)
 from pymc_sfp.step_methods.dynamics import LadderDynamics, StochasticDynamics
 
 __all__ = ["LogEvidence", "ParallelTempering", "RoundTripWarning", "tempering_log_evidence"]
@@ -134,8 +138,10 @@ class ParallelTempering(ArrayStepShared):
         The range of ``K`` when it adapts. ``max_chains`` also sizes the per-rung stats.
     prior_draws : bool, optional
         Draw the ``β = 0`` replica exactly from the prior. Default: when the prior can be
-        forward-sampled (:func:`pymc_sfp.compile.compile_prior_sampler`), else explore it.
-        ``True`` makes it an error if it cannot.
+        forward-sampled (:func:`pymc_sfp.compile.compile_prior_sampler`) and the explorer
+        samples the whole support (not an ``SFPStep`` with ``bounds`` narrower than it, whose
+        rungs sample the target restricted to its box), else explore it. ``True`` makes it an
+        error if it cannot.
     min_round_trips : int, default 10
         Warn (:class:`RoundTripWarning`) when a chain completes fewer round trips after tuning.
     vectorized : bool, optional
@@ -229,6 +235,8 @@ class ParallelTempering(ArrayStepShared):
         model = pm.modelcontext(model)
         if kwargs:
             raise TypeError(f"ParallelTempering got unexpected keyword arguments: {sorted(kwargs)}")
+        prior_draws = None if prior_draws is None else check_bool(prior_draws, "prior_draws")
+        vectorized = None if vectorized is None else check_bool(vectorized, "vectorized")
         max_chains = check_int_at_least(max_chains, 2, "max_chains")
         min_chains = check_int_at_least(min_chains, 2, "min_chains")
         if min_chains > max_chains:
@@ -263,9 +271,7 @@ class ParallelTempering(ArrayStepShared):
         value_vars = (
             list(model.value_vars)
             if vars is None
-            else get_value_vars_from_user_vars(
-                [model[v] if isinstance(v, str) else v for v in vars], model
-            )
+            else user_value_vars(model, vars, type(self).__name__)
         )
         missing = sorted({v.name for v in model.value_vars} - {v.name for v in value_vars})
         if missing:
@@ -289,14 +295,6 @@ class ParallelTempering(ArrayStepShared):
                 "log-likelihoods, which must be of the full data"
             )
         self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
-        self._prior_sampler = None
-        if schedule[0] == 0.0 and (prior_draws is None or prior_draws):
-            self._prior_sampler = compile_prior_sampler(graph, compile_kwargs)
-            if prior_draws and self._prior_sampler is None:
-                raise ValueError(
-                    "prior_draws=True, but the prior cannot be drawn from exactly (a variable "
-                    "without a random method, or with a non-default transform)"
-                )
 
         # One explorer for every rung, on the tempered view of the model: β is shared.
         self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
@@ -313,6 +311,26 @@ class ParallelTempering(ArrayStepShared):
             raise TypeError(
                 f"explorer must build a PyMC step method, got {type(self._explorer).__name__}"
             )
+        boxed = [
+            type(method).__name__
+            for method in getattr(self._explorer, "methods", [self._explorer])
+            if getattr(method, "restricts_support", False)
+        ]
+        if boxed and prior_draws:
+            raise ValueError(
+                f"prior_draws=True, but the explorer ({boxed[0]}) samples inside a box narrower "
+                "than the support (its `bounds`): draws of the whole prior would leave it. Pass "
+                "prior_draws=False; the β = 0 rung is then explored inside the box, as every rung "
+                "is"
+            )
+        self._prior_sampler = None
+        if schedule[0] == 0.0 and prior_draws is not False and not boxed:
+            self._prior_sampler = compile_prior_sampler(graph, compile_kwargs)
+            if prior_draws and self._prior_sampler is None:
+                raise ValueError(
+                    "prior_draws=True, but the prior cannot be drawn from exactly (a variable "
+                    "without a random method, or with a non-default transform)"
+                )
 
         if vectorized is None:
             vectorized = LadderDynamics.supports(self._explorer)
@@ -486,8 +504,10 @@ class ParallelTempering(ArrayStepShared):
                 else:
                     self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
                 terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
-        # A state of the prior (β = 0) may have likelihood 0 (a hard constraint): it is never
-        # swapped up, since the swap's acceptance is then 0.
+        # A state of the prior (β = 0) may have likelihood 0 (a hard constraint, or a NaN,
+        # which is zero density as everywhere in the package): it is never swapped up, since the
+        # swap's acceptance is then 0.
+        terms[:, 1] = np.where(np.isnan(terms[:, 1]), -np.inf, terms[:, 1])
         valid = np.isfinite(terms[:, 0]) & (
             np.isfinite(terms[:, 1]) | ((self.betas == 0.0) & (terms[:, 1] == -np.inf))
         )
@@ -708,9 +728,25 @@ def _clone_step(step: Any) -> Any:
     if isinstance(step, CompoundStep):
         clone.methods = [_clone_step(method) for method in step.methods]
         return clone
+    copied: dict[int, Any] = {}
     for field in fields(step._state_class):
         if not field.metadata.get("tensor_name", False) and hasattr(step, field.name):
-            setattr(clone, field.name, copy.deepcopy(getattr(step, field.name)))
+            original = getattr(step, field.name)
+            setattr(clone, field.name, copy.deepcopy(original))
+            if hasattr(original, "__dict__"):  # an object, not a shared immutable like True
+                copied[id(original)] = getattr(clone, field.name)
+    # A helper object that holds part of that state must hold the clone's copy: PyMC's HMC
+    # integrator keeps the potential (mass matrix) whose momenta it prices, and with the
+    # template's it computed energies under a matrix that the rung's momenta did not come from.
+    for name, helper in vars(step).items():
+        if id(helper) in copied or not hasattr(helper, "__dict__") or callable(helper):
+            continue
+        held = {key for key, value in vars(helper).items() if id(value) in copied}
+        if held:
+            rewired = copy.copy(helper)
+            for key in held:
+                setattr(rewired, key, copied[id(getattr(helper, key))])
+            setattr(clone, name, rewired)
     return clone
 
 

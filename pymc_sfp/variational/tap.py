@@ -91,12 +91,26 @@ class TAPApproximation(pm.FullRank):
     def predict(self, X_new: Any) -> Predictive:
         """Bayes predictions for new inputs ``X_new`` (rows like the model's ``X``): the field
         ``X_new @ w``'s mean and variance under the approximation and ``P(y = +1 | x)``
-        (:func:`pymc_sfp.core.tap.predict`)."""
+        (:func:`pymc_sfp.core.tap.predict`).
+
+        Raises
+        ------
+        FloatingPointError
+            If the fit diverged and left no finite Gaussian.
+        """
+        self._check_finite()
         return predict(self.tap, X_new)
 
     def sample(self, draws: int = 500, *, random_seed: Any = None, **kwargs: Any) -> Any:
         """Draws from the Gaussian as :meth:`pymc.variational.opvi.Approximation.sample`, with
-        ``loo_error``, ``log_evidence``, ``tap_variant`` and ``tap_converged`` in the attrs."""
+        ``loo_error``, ``log_evidence``, ``tap_variant`` and ``tap_converged`` in the attrs.
+
+        Raises
+        ------
+        FloatingPointError
+            If the fit diverged and left no finite Gaussian (its draws would all be NaN).
+        """
+        self._check_finite()
         out = super().sample(draws, random_seed=random_seed, **kwargs)
         if hasattr(out, "attrs"):
             out.attrs.update(
@@ -106,6 +120,14 @@ class TAPApproximation(pm.FullRank):
                 tap_converged=int(self.tap.converged),
             )
         return out
+
+    def _check_finite(self) -> None:
+        if not (np.all(np.isfinite(self.tap.mean)) and np.all(np.isfinite(self.tap.cov))):
+            raise FloatingPointError(
+                f"the {self.tap.variant} TAP fit diverged after {self.tap.n_iter} iterations and "
+                "left no finite Gaussian to draw from or predict with (see its "
+                "TAPConvergenceWarning): lower damping, raise max_iter, or lower prior_var"
+            )
 
 
 #: Reading the model evaluates a few small graphs a few times: Python ops, no compilation.

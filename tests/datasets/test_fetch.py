@@ -154,7 +154,7 @@ def test_clear_data_home_keeps_a_local_copy_inside_the_cache(monkeypatch, tmp_pa
 
 
 def test_download_if_missing_must_be_a_bool(tiny):
-    with pytest.raises(ValueError, match="download_if_missing must be True or False"):
+    with pytest.raises(TypeError, match="download_if_missing must be True or False"):
         fetch(tiny, None, download_if_missing="no")
 
 

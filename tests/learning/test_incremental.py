@@ -159,7 +159,7 @@ def test_a_failed_fit_leaves_the_learner_unfitted(monkeypatch):
     learner = IncrementalSFP((1, 2, 1), D=0.01, L=10, random_seed=0)
     X, y = np.linspace(-1, 1, 6)[:, None], np.linspace(-1, 1, 6)
     for sweeps, discard, match in [(2.5, 0, "sweeps"), (True, 0, "sweeps"), (6, 1.5, "discard")]:
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises((TypeError, ValueError), match=match):
             learner.fit(X, y, sweeps=sweeps, discard=discard)
         assert learner.model is None
     # A failure while sweeping: the learner must not pass for fitted (it has no prior of Eq. 21).

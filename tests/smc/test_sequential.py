@@ -361,7 +361,7 @@ def test_data_of_the_wrong_kind_are_named(linear):
         filt.update({"X": X[0], "y": ["a"]})
     with pytest.raises(TypeError, match="X must be real numbers"):
         filt.update({"X": X[0] + 1j, "y": [y[0]]})
-    with pytest.raises(ValueError, match="progressbar must be True or False"):
+    with pytest.raises(TypeError, match="progressbar must be True or False"):
         filt.run({"X": X, "y": y}, progressbar="no")
     X_inf = X.copy()
     X_inf[[2, 9], 1] = np.inf
@@ -380,7 +380,7 @@ def test_data_of_the_wrong_kind_are_named(linear):
 def test_weights_collapsed_at_most_steps_are_warned_about(linear):
     _, X, y = linear
     model = linear_model(X, y, sigma=1e-3)  # each observation picks about one particle
-    with pytest.warns(UserWarning, match=r"collapsed onto about one particle \(ESS < 2\) at"):
+    with pytest.warns(UserWarning, match=r"collapsed onto a handful of particles \(ESS < 2\)"):
         idata = ps.sample_sequential(
             model,
             {"X": X, "y": y},
@@ -390,3 +390,16 @@ def test_weights_collapsed_at_most_steps_are_warned_about(linear):
             progressbar=False,
         )
     assert np.mean(idata["filter_stats"]["ess"] < 2) > 0.5
+
+
+def test_one_collapse_is_warned_about_though_the_ess_recovers(linear):
+    """A gross outlier leaves one or two particles; copied, with static weights, they have
+    equal weights (ESS = particles) from then on, so only the step itself shows it."""
+    model, X, y = linear
+    y_outlier = y.copy()
+    y_outlier[10] = 1e3
+    with pytest.warns(UserWarning, match=r"\(ESS < 3\) at 1 of 20 observed steps.*step 10"):
+        idata = ps.sample_sequential(
+            model, {"X": X, "y": y_outlier}, particles=300, random_seed=0, progressbar=False
+        )
+    assert float(idata["filter_stats"]["ess"][-1]) == pytest.approx(300)

@@ -5,7 +5,7 @@ import pymc as pm
 import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialFull
 
-from pymc_sfp import ReplicaExchangeDynamics, SFPStep, StochasticDynamics
+from pymc_sfp import ParallelTempering, ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
 STEPS = [SFPStep, StochasticDynamics, ReplicaExchangeDynamics]
 
@@ -27,6 +27,25 @@ def test_unknown_keyword_is_named(step):
         pm.Normal("y", a, 1.0, observed=[0.2])
         with pytest.raises(TypeError, match="unexpected keyword arguments: \\['stepsize'\\]"):
             step(stepsize=0.1)
+
+
+@pytest.mark.parametrize("step", [*STEPS, ParallelTempering])
+def test_vars_given_twice_or_unknown_are_named_and_one_name_is_one_variable(step):
+    with pm.Model():
+        a = pm.Normal("a", 0, 1)
+        pm.Normal("y", a, 1.0, observed=[0.2])
+        with pytest.raises(ValueError, match=r"vars gives \['a'\] more than once"):
+            step([a, "a"])
+        with pytest.raises(ValueError, match=r"vars names \['b'\], which are not variables"):
+            step(["b"])
+        assert [v.name for v in step("a").vars] == ["a"]  # not ["a"] read as a list of letters
+
+
+def test_vars_by_value_variable_name():
+    with pm.Model():
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", 0.0, s, observed=[0.2])
+        assert [v.name for v in SFPStep(["s_log__"]).vars] == ["s_log__"]
 
 
 @pytest.mark.parametrize("step", STEPS)

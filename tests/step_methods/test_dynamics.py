@@ -236,13 +236,26 @@ class TestBadInput:
             ({"target_accept": 1.5}, "target_accept"),
             ({"step_size_jitter": 1.0}, "step_size_jitter"),
             ({"scaling": np.ones(1), "potential": object()}, "at most one"),
-            ({"correct": "no"}, "correct must be True or False, got 'no'"),
         ],
     )
     def test_invalid_arguments(self, kwargs, match):
         with pm.Model():
             pm.Normal("a", 0, 1)
             with pytest.raises(ValueError, match=match):
+                StochasticDynamics(**kwargs)
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"correct": "no"}, "correct must be True or False, got 'no'"),
+            ({"n_leapfrog": "10"}, "n_leapfrog must be an integer >= 1, got '10'"),
+            ({"thin": True}, "thin must be an integer >= 1, got True"),
+        ],
+    )
+    def test_arguments_of_the_wrong_kind(self, kwargs, match):
+        with pm.Model():
+            pm.Normal("a", 0, 1)
+            with pytest.raises(TypeError, match=match):
                 StochasticDynamics(**kwargs)
 
 

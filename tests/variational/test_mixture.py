@@ -59,7 +59,7 @@ def test_bad_input_is_refused_with_the_argument_named(bimodal_1d):
             MixtureADVI(3, max_components=2)
         with pytest.raises(ValueError, match="start"):
             MixtureADVI(1, start={"x": np.nan})
-        with pytest.raises(ValueError, match="grow must be True or False, got 'no'"):
+        with pytest.raises(TypeError, match="grow must be True or False, got 'no'"):
             MixtureADVI(1, grow="no")
     with pm.Model():
         pm.Poisson("k", 3.0)

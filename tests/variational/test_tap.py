@@ -11,7 +11,7 @@ from scipy import special
 
 import pymc_sfp
 import pymc_sfp.datasets.synthetic
-from pymc_sfp.core.tap import predict, tap_fit
+from pymc_sfp.core.tap import TAPConvergenceWarning, predict, tap_fit
 
 
 @pytest.fixture
@@ -304,3 +304,17 @@ def test_noisy_perceptron_matches_a_long_slice_run():
     # variances within 10 % (the reference's own relative error √(2/ESS) < 0.026).
     assert np.corrcoef(fit.mean, mean)[0, 1] > 0.99
     np.testing.assert_allclose(fit.var, var, rtol=0.10)
+
+
+def test_a_diverged_fit_refuses_to_sample_or_predict():
+    """A noise variance of 1e-18 overflows EP: the fit warns, and its approximation must not
+    hand out NaN draws or predictions as if they were a posterior."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 10))
+    y = X @ rng.normal(size=10)
+    with pytest.warns(TAPConvergenceWarning, match="diverged"):
+        approx = pymc_sfp.fit_tap(X=X, y=y, likelihood="gaussian", noise_var=1e-18)
+    with pytest.raises(FloatingPointError, match=r"diverged .* no finite Gaussian"):
+        approx.sample(10, random_seed=1)
+    with pytest.raises(FloatingPointError, match="no finite Gaussian"):
+        approx.predict(X[:2])
