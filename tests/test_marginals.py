@@ -18,6 +18,7 @@ from pymc_sfp.marginals import (
     average_conditionals,
     recorded_grid,
 )
+from tests.helpers import sample
 
 
 def recorded_conditionals(step, model, sweeps: int, seed: int) -> dict:
@@ -232,19 +233,10 @@ def test_marginals_of_something_else_is_a_clear_error():
 
 
 def test_a_variable_of_size_zero_has_an_empty_array_of_marginals():
-    with pm.Model():
+    with pm.Model() as model:
         pm.Normal("empty", 0.0, 1.0, shape=(0,))
         pm.Normal("a", 0.0, 1.0, shape=2)
-        idata = pm.sample(
-            step=SFPStep(L=20, bounds=(-6, 6)),
-            draws=10,
-            tune=5,
-            chains=2,
-            cores=1,
-            random_seed=3,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+    idata = sample(model, lambda: SFPStep(L=20, bounds=(-6, 6)), draws=10, tune=5)
     marginals = pymc_sfp.sfp_marginals(idata)
     assert marginals["empty"].shape == (0,) and marginals["a"].shape == (2,)
     with pytest.raises(TypeError, match="var_names must be a name or a list of names"):
