@@ -4,26 +4,19 @@
 * SFP targets: the multimodal mixtures of Berrones (2009, §4), a separable target of any
   dimension, and 1-8-1 / 2-16-2 tanh networks with N(0, 1) weights (``nn.mlp``).
 * Neal's (1993, §3) robot arm: data from ``datasets.make_robot_arm``; the 2-16-2 network with
-  three group scales, also centred and with the output layer integrated out (``nn.mlp``), and
-  with N(0, 1) weights on ``pm.Minibatch`` batches.
+  three group scales, also centred and with the output layer integrated out, and with N(0, 1)
+  weights on minibatches (``nn.mlp``, ``nn.gaussian_likelihood(..., batch_size=...)``).
 * Bayesian linear regression with a known Gaussian posterior.
 * Berrones' (2009, §4) networks: ``nn.mlp`` with U(-1, 1) weights and the Eq. 23 loss, on glass,
   Santa Fe B and the laser series.
 * de Freitas et al.'s (1998) experiment 1 for sequential training: a stream from a nonlinear
   function of two Gaussian inputs and the 2-5-1 network (``nn.mlp``) that learns it.
-
-Why the dynamics suite's robot-arm networks are written in PyMC here rather than with
-``nn.mlp(prior="group")``: the posterior is the same, but ``nn.mlp`` creates its variables in
-another order (``net_sd_w0, net_sd_b0, net_w0_z, …``), and the order fixes both the jittered
-per-chain starts and the layout of every sampler's parameter vector, so every number of the
-recorded runs would change; and ``nn.mlp`` takes a data array or ``pm.Data``, not the
-``pm.Minibatch`` tensors of the network benchmark.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -134,11 +127,10 @@ ROBOT_HIDDEN = 16
 ROBOT_NOISE_SD = 0.05
 SCALE_PRIOR_SD = 5.0
 NOISE_PRIOR_SD = 1.0
+#: Labels of the group scales of :func:`robot_network` (input→hidden weights, hidden biases,
+#: hidden→output weights and output biases) and, with the noise sd, of the hyperparameters.
 SCALES = ("s_in", "s_b", "s_out")
 HYPER = (*SCALES, "sigma")
-#: Keys of the weight groups of :func:`robot_network`: input→hidden, hidden biases, hidden→output,
-#: output biases.
-LAYER_KEYS = ("in", "b", "out", "ob")
 
 
 def robot_arm(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -162,76 +154,42 @@ def robot_network(
     Y: np.ndarray,
     prior: Literal["group", "centred", "gaussian"],
     batch_size: int | None = None,
-) -> pm.Model:
-    """The 2-16-2 tanh network with linear outputs and an unknown noise sd ``sigma ~
-    HalfNormal(1)`` shared by both outputs.
+    output_layer: Literal["sampled", "integrated"] = "sampled",
+) -> tuple[pm.Model, nn.Network]:
+    """The 2-16-2 tanh network with linear outputs (``nn.mlp``) and an unknown noise sd
+    ``sigma ~ HalfNormal(1)`` shared by both outputs.
 
-    ``prior="group"``: three group scales ``s_in`` (input→hidden weights), ``s_b`` (hidden
-    biases), ``s_out`` (hidden→output weights and output biases), each ``HalfNormal(5)``, and
-    non-centred weights ``w = s · z``, ``z ~ N(0, 1)`` (variables ``z_in, z_b, z_out, z_ob``).
-    ``"centred"``: the same prior with the weights ``w ~ N(0, s²)`` themselves as variables
-    (``w_in, …``; Neal's parametrisation, for the split scheme). ``"gaussian"``: N(0, 1)
-    weights ``w_in, …`` without scales. With ``batch_size`` the likelihood sees
-    ``pm.Minibatch`` rows scaled up to all of them.
+    ``prior="group"``: Neal's three group scales (``net_sd_w0`` input→hidden weights,
+    ``net_sd_b0`` hidden biases, ``net_sd_out`` hidden→output weights and output biases), each
+    ``HalfNormal(5)``, and non-centred weights ``w = s · z``, ``z ~ N(0, 1)``. ``"centred"``: the
+    same prior with the weights ``w ~ N(0, s²)`` themselves as variables (Neal's
+    parametrisation, for the split scheme). ``"gaussian"``: N(0, 1) weights without scales. With
+    ``batch_size`` the likelihood sees ``pm.Minibatch`` rows scaled up to all of them.
     """
-    shapes = {"in": (2, ROBOT_HIDDEN), "b": ROBOT_HIDDEN, "out": (ROBOT_HIDDEN, 2), "ob": 2}
     with pm.Model() as model:
-        if batch_size is None:
-            X_b, Y_b, total = X, Y, None
-        else:
-            X_b, Y_b = pm.Minibatch(X, Y, batch_size=batch_size)
-            total = len(X)
-        if prior == "gaussian":
-            w = {k: pm.Normal(f"w_{k}", 0.0, 1.0, shape=shapes[k]) for k in LAYER_KEYS}
-            sigma = pm.HalfNormal("sigma", NOISE_PRIOR_SD)
-        else:
-            s_in, s_b, s_out = (pm.HalfNormal(name, SCALE_PRIOR_SD) for name in SCALES)
-            sigma = pm.HalfNormal("sigma", NOISE_PRIOR_SD)
-            scales = {"in": s_in, "b": s_b, "out": s_out, "ob": s_out}
-            if prior == "centred":
-                w = {k: pm.Normal(f"w_{k}", 0.0, scales[k], shape=shapes[k]) for k in LAYER_KEYS}
-            else:
-                w = {
-                    k: scales[k] * pm.Normal(f"z_{k}", 0.0, 1.0, shape=shapes[k])
-                    for k in LAYER_KEYS
-                }
-        hidden = pt.tanh(pt.as_tensor(X_b) @ w["in"] + w["b"])
-        pm.Normal("y", hidden @ w["out"] + w["ob"], sigma, observed=Y_b, total_size=total)
-    return model
+        network = nn.mlp(
+            X,
+            (X.shape[1], ROBOT_HIDDEN, Y.shape[1]),
+            prior="gaussian" if prior == "gaussian" else "group",
+            prior_scale=1.0 if prior == "gaussian" else SCALE_PRIOR_SD,
+            centred=prior == "centred",
+            output_layer=output_layer,
+        )
+        sigma = pm.HalfNormal("sigma", NOISE_PRIOR_SD)
+        nn.gaussian_likelihood(network, Y, sigma=sigma, batch_size=batch_size)
+    return model, network
 
 
-def robot_weights(posterior) -> dict[str, np.ndarray]:
-    """The weights of a :func:`robot_network` per draw, ``(chain, draw, *shape)``, from a
-    DataTree's posterior group, whichever parametrisation."""
-    names = set(posterior.data_vars)
-
-    def draws(name: str) -> np.ndarray:
-        return np.asarray(posterior[name].values, dtype=float)
-
-    if "w_in" in names:
-        return {k: draws(f"w_{k}") for k in LAYER_KEYS}
-    s_in, s_b, s_out = (draws(name) for name in SCALES)
-    return {
-        "in": s_in[..., None, None] * draws("z_in"),
-        "b": s_b[..., None] * draws("z_b"),
-        "out": s_out[..., None, None] * draws("z_out"),
-        "ob": s_out[..., None] * draws("z_ob"),
-    }
-
-
-def network_outputs(w: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
-    """Outputs of the 2-16-2 network for every draw, ``(draw, case, output)``, for one chain's
-    weights ``w[k]`` of shape ``(draw, *shape)``."""
-    hidden = np.tanh(np.einsum("ni,dih->dnh", X, w["in"]) + w["b"][:, None, :])
-    return np.einsum("dnh,dho->dno", hidden, w["out"]) + w["ob"][:, None, :]
-
-
-def chain_outputs(idata, X: np.ndarray) -> np.ndarray:
-    """Outputs of a :func:`robot_network` per draw, ``(chain, draw, case, output)``, one chain
-    at a time (the hidden layer of all draws at once would take gigabytes on long runs)."""
-    w = robot_weights(idata["posterior"])
-    n_chains = next(iter(w.values())).shape[0]
-    return np.stack([network_outputs({k: v[c] for k, v in w.items()}, X) for c in range(n_chains)])
+def chain_outputs(network: nn.Network, idata, X: np.ndarray) -> np.ndarray:
+    """The network's outputs per draw, ``(chain, draw, case, output)``, one chain at a time
+    (the hidden layer of all draws at once would take gigabytes on long runs)."""
+    posterior = idata["posterior"].to_dataset()
+    return np.stack(
+        [
+            np.asarray(network.predict(posterior.isel(chain=[c]), X).values)[0]
+            for c in range(posterior.sizes["chain"])
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -239,50 +197,38 @@ class RobotProblem:
     """A robot-arm posterior and how to score it on the test set."""
 
     model: pm.Model
+    network: nn.Network
     X_test: np.ndarray
     Y_test: np.ndarray
     floor: float
     """Test error of the noiseless function on this test set."""
-    hyper: dict[str, str]
-    """Model variable of each hyperparameter of :data:`HYPER`."""
-    outputs: Callable[[object, np.ndarray], np.ndarray]
-    """Network outputs per draw, ``(chain, draw, case, output)``, from a run's DataTree."""
+
+    @property
+    def hyper(self) -> dict[str, str]:
+        """Model variable of each hyperparameter of :data:`HYPER`."""
+        scales = self.network.scales
+        names = (scales["w0"].name, scales["b0"].name, scales["out"].name, "sigma")
+        return dict(zip(HYPER, names, strict=True))
+
+    def outputs(self, idata, X_new: np.ndarray) -> np.ndarray:
+        """Network outputs per draw, ``(chain, draw, case, output)``, from a run's DataTree; with
+        the output layer integrated out, each draw's conditional-mean network."""
+        return chain_outputs(self.network, idata, X_new)
 
 
-def _robot_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-    """Neal's 200 training and 200 test cases, and the test error of the noiseless function."""
+def robot_problem(
+    *, centred: bool = False, output_layer: Literal["sampled", "integrated"] = "sampled"
+) -> RobotProblem:
+    """Neal's robot arm: 200 training and 200 test cases, the group-scale network of
+    :func:`robot_network`. ``output_layer="integrated"``: the same posterior with the output layer
+    integrated out (the sampler moves the 48 input-side weights and biases, the three scales and
+    σ)."""
     X, Y, _ = robot_arm(ROBOT_N_TRAIN, ROBOT_TRAIN_SEED)
     X_test, Y_test, Y_clean = robot_arm(ROBOT_N_TEST, ROBOT_TEST_SEED)
-    return X, Y, X_test, Y_test, test_error(Y_clean, Y_test)
-
-
-def robot_problem(*, centred: bool = False) -> RobotProblem:
-    """Neal's robot arm with the group-scale network of :func:`robot_network`."""
-    X, Y, X_test, Y_test, floor = _robot_data()
-    model = robot_network(X, Y, "centred" if centred else "group")
-    return RobotProblem(model, X_test, Y_test, floor, {h: h for h in HYPER}, chain_outputs)
-
-
-def robot_integrated_problem() -> RobotProblem:
-    """The same posterior with the output layer integrated out: ``pymc_sfp.nn.mlp`` with
-    ``output_layer="integrated"`` (the same priors; the sampler moves the 48 input-side weights
-    and biases, the three scales and σ). Outputs are each draw's conditional-mean network."""
-    X, Y, X_test, Y_test, floor = _robot_data()
-    with pm.Model() as model:
-        net = nn.mlp(
-            X,
-            (2, ROBOT_HIDDEN, 2),
-            prior="group",
-            prior_scale=SCALE_PRIOR_SD,
-            output_layer="integrated",
-        )
-        nn.gaussian_likelihood(net, Y, sigma=pm.HalfNormal("sigma", NOISE_PRIOR_SD))
-    hyper = dict(zip(HYPER, ("net_sd_w0", "net_sd_b0", "net_sd_out", "sigma"), strict=True))
-
-    def outputs(idata, X_new: np.ndarray) -> np.ndarray:
-        return np.asarray(net.predict(idata, X_new).values)
-
-    return RobotProblem(model, X_test, Y_test, floor, hyper, outputs)
+    model, network = robot_network(
+        X, Y, "centred" if centred else "group", output_layer=output_layer
+    )
+    return RobotProblem(model, network, X_test, Y_test, test_error(Y_clean, Y_test))
 
 
 # ------------------------------------------------------------------------- linear regression

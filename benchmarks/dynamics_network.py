@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pymc as pm
+import xarray as xr
 from _common import Section, fmt_sig, md_table
 from _problems import (
-    LAYER_KEYS,
     NOISE_PRIOR_SD,
     chain_outputs,
-    network_outputs,
     robot_arm,
     robot_network,
     test_error,
@@ -37,6 +36,8 @@ from _runs import (
     warm_up,
 )
 from dynamics_minibatch import FULL_SD, MINIBATCH_SD
+
+from pymc_sfp import nn
 
 if TYPE_CHECKING:
     from dynamics_benchmarks import Settings
@@ -59,7 +60,7 @@ def subset_map_starts(
     starts = []
     for chain in range(chains):
         rows = rng.choice(len(X), size=NET_SUBSET, replace=False)
-        subset = robot_network(X[rows], Y[rows], "gaussian")
+        subset, _ = robot_network(X[rows], Y[rows], "gaussian")
         with subset:
             point = pm.find_MAP(
                 start=jittered_starts(subset, 1, seed + chain)[0], progressbar=False
@@ -69,28 +70,36 @@ def subset_map_starts(
 
 
 def gauss_newton_predictive_sd(
-    point: dict, X: np.ndarray, X_test: np.ndarray, chunk: int = 20_000
+    network: nn.Network, point: dict, X: np.ndarray, X_test: np.ndarray, chunk: int = 5000
 ) -> float:
     """Median over ``X_test``'s outputs of the predictive sd of a linearised (Gauss–Newton /
     Laplace) posterior of the weights at ``point``: precision ``Jᵀ J / σ² + I`` with ``J`` the
     Jacobian of the outputs on all training rows ``X`` (central differences), ``I`` the N(0, 1)
     prior's. With 200,000 rows one mode of the posterior is close to Gaussian
     (Bernstein–von Mises), so this is the reference for the samplers' within-chain spread."""
-    shapes = [np.shape(point[f"w_{k}"]) for k in LAYER_KEYS]
-    flat = np.concatenate([np.ravel(point[f"w_{k}"]) for k in LAYER_KEYS])
-    splits = np.cumsum([int(np.prod(shape)) for shape in shapes])[:-1]
+    units = network.unit_dims
+    params = [*network.weights, *network.biases]
+    dims = {W.name: (units[i], units[i + 1]) for i, W in enumerate(network.weights)}
+    dims |= {b.name: (units[i + 1],) for i, b in enumerate(network.biases)}
+    flat = np.concatenate([np.ravel(point[p.name]) for p in params])
+    sizes = [np.size(point[p.name]) for p in params]
+    h = 1e-6
+    # Every perturbed weight vector is one "draw": one predict call gives all the columns.
+    perturbed = np.concatenate([flat + h * np.eye(flat.size), flat - h * np.eye(flat.size)])
+    parts = np.split(perturbed, np.cumsum(sizes)[:-1], axis=1)
+    draws = xr.Dataset(
+        {
+            p.name: (
+                ("draw", *dims[p.name]),
+                part.reshape(len(perturbed), *np.shape(point[p.name])),
+            )
+            for p, part in zip(params, parts, strict=True)
+        }
+    )
 
-    def jacobian(rows: np.ndarray, h: float = 1e-6) -> np.ndarray:
-        def outputs(vector: np.ndarray) -> np.ndarray:
-            parts = np.split(vector, splits)
-            w = {
-                k: p.reshape(1, *shape)
-                for k, p, shape in zip(LAYER_KEYS, parts, shapes, strict=True)
-            }
-            return network_outputs(w, rows)[0].ravel()
-
-        steps = h * np.eye(flat.size)
-        return np.column_stack([(outputs(flat + e) - outputs(flat - e)) / (2 * h) for e in steps])
+    def jacobian(rows: np.ndarray) -> np.ndarray:
+        outputs = np.asarray(network.predict(draws, rows).values).reshape(len(perturbed), -1)
+        return ((outputs[: flat.size] - outputs[flat.size :]) / (2 * h)).T
 
     precision = np.eye(flat.size)
     for first in range(0, len(X), chunk):
@@ -107,13 +116,18 @@ def benchmark(s: Settings) -> Section:
     X_test, Y_test, Y_clean = robot_arm(NET_TEST_ROWS, NET_TEST_SEED)
     floor = test_error(Y_clean, Y_test)
     starts, start_seconds = subset_map_starts(X, Y, s.lin_chains, s.seed)
-    reference_sd = float(np.mean([gauss_newton_predictive_sd(p, X, X_test) for p in starts]))
     subset_rows = np.random.default_rng(s.seed + 4).choice(NET_ROWS, NET_SUBSET, replace=False)
-    models = {
+    networks = {
         "subset": robot_network(X[subset_rows], Y[subset_rows], "gaussian"),
         "minibatch": robot_network(X, Y, "gaussian", batch_size=NET_BATCH),
         "full": robot_network(X, Y, "gaussian"),
     }
+    models = {name: model for name, (model, _) in networks.items()}
+    # Every model has the same variables: any of their networks predicts from any run.
+    network = networks["full"][1]
+    reference_sd = float(
+        np.mean([gauss_newton_predictive_sd(network, p, X, X_test) for p in starts])
+    )
     for model in models.values():
         print(f"  warm-up compile: {warm_up(model):.1f} s (untimed)", flush=True)
     common = {"chains": s.lin_chains, "cores": s.cores, "starts": starts, "seed": s.seed}
@@ -153,7 +167,7 @@ def benchmark(s: Settings) -> Section:
     ]
     rows, summary = [], {}
     for name, settings, rows_per_grad, run in cases:
-        outputs = chain_outputs(run.idata, X_test)
+        outputs = chain_outputs(network, run.idata, X_test)
         per_chain = [test_error(o.mean(axis=0), Y_test) for o in outputs]
         error = test_error(outputs.mean(axis=(0, 1)), Y_test)
         spread = float(np.median(outputs.std(axis=1).mean(axis=0)))

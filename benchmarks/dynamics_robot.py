@@ -5,7 +5,8 @@
 ``z ~ N(0, 1)``, with three group scales (input→hidden weights ``s_in``, hidden biases ``s_b``,
 hidden→output weights and output biases ``s_out``), each ``HalfNormal(5)``, and an unknown noise
 sd ``sigma ~ HalfNormal(1)`` shared by both outputs; Gaussian likelihood; 86 unconstrained
-parameters (``_problems.robot_network``). Samplers: ``StochasticDynamics`` exact
+parameters (``_problems.robot_network``: ``pymc_sfp.nn.mlp(..., prior="group")``, the scales
+named ``net_sd_w0``, ``net_sd_b0``, ``net_sd_out`` there). Samplers: ``StochasticDynamics`` exact
 (``correct=True``) and uncorrected (``correct=False``) at the same settings, NUTS, and
 ``pm.HamiltonianMC`` with ``path_length`` = the exact run's median tuned step size ×
 ``n_leapfrog`` × ``thin`` (the distance the persistent momentum could carry a draw); Neal's split
@@ -43,7 +44,6 @@ from _problems import (
     SCALE_PRIOR_SD,
     SCALES,
     RobotProblem,
-    robot_integrated_problem,
     robot_problem,
     test_error,
 )
@@ -153,13 +153,18 @@ def robot_row(name: str, settings: str, run: Run, m: dict) -> list[str]:
     ]
 
 
-def neal_split_step(model: pm.Model) -> list:
+def neal_split_step(problem: RobotProblem) -> list:
     """Neal's split: dynamics for the (centred) weights, a separate update for the hyperparameters
     (Neal used Gibbs sampling from their conjugate conditionals; PyMC's Slice stands in)."""
-    weights = [model[f"w_{k}"] for k in ("in", "b", "out", "ob")]
+    network, model = problem.network, problem.model
     return [
-        StochasticDynamics(weights, correct=True, target_accept=SPLIT_TARGET_ACCEPT, **ROBOT_SD),
-        pm.Slice([model[name] for name in HYPER]),
+        StochasticDynamics(
+            [*network.weights, *network.biases],
+            correct=True,
+            target_accept=SPLIT_TARGET_ACCEPT,
+            **ROBOT_SD,
+        ),
+        pm.Slice([model[name] for name in problem.hyper.values()]),
     ]
 
 
@@ -189,15 +194,16 @@ def benchmark(s: Settings) -> Section:
     split_label = f"{sd_label(ROBOT_SD)}, target_accept {SPLIT_TARGET_ACCEPT}"
     began = time.perf_counter()
     with centred.model:
-        neal_split_step(centred.model)  # compiles both sub-steps' functions (warm cache)
+        neal_split_step(centred)  # compiles both sub-steps' functions (warm cache)
     print(f"  warm-up compile (centred): {time.perf_counter() - began:.1f} s (untimed)", flush=True)
     split = sample_run(
         "SD exact + Slice, centred",
         centred.model,
-        lambda: neal_split_step(centred.model),
+        lambda: neal_split_step(centred),
         grad_stat="n_grad_evals",
         **(common | {"starts": jittered_starts(centred.model, s.chains, s.seed)}),
     )
+    split.extra["problem"] = centred
     runs.append(
         (
             "StochasticDynamics exact on weights + Slice on scales (centred)",
@@ -208,7 +214,7 @@ def benchmark(s: Settings) -> Section:
     long_split = sample_run(
         "SD exact + Slice, centred, long",
         centred.model,
-        lambda: neal_split_step(centred.model),
+        lambda: neal_split_step(centred),
         grad_stat="n_grad_evals",
         **(
             common
@@ -219,6 +225,7 @@ def benchmark(s: Settings) -> Section:
             }
         ),
     )
+    long_split.extra["problem"] = centred
     runs.append(
         (
             "StochasticDynamics exact on weights + Slice on scales (centred), long",
@@ -261,7 +268,7 @@ def benchmark(s: Settings) -> Section:
         **common,
     )
     runs.append(("HamiltonianMC", f"path_length={path_length:.3g}, target_accept 0.65", hmc))
-    integrated = robot_integrated_problem()
+    integrated = robot_problem(output_layer="integrated")
     print(
         f"  warm-up compile (integrated): {warm_up(integrated.model):.1f} s (untimed)", flush=True
     )
@@ -348,7 +355,7 @@ def benchmark(s: Settings) -> Section:
             [label, name]
             + [
                 " / ".join(f"{b:.2f}" for b in chain)
-                for chain in block_means(draws_of(run.idata, name), N_BLOCKS)
+                for chain in block_means(draws_of(run.idata, problem.hyper[name]), N_BLOCKS)
             ]
             for label, run in (("split, long", long_split), ("replica exchange", tempered))
             for name in SCALES
@@ -433,7 +440,8 @@ def benchmark(s: Settings) -> Section:
             + ", ".join(str(int(n)) for n in replica_divergences)
             + ".",
             "",
-            "**Reading.** " + robot_reading(metrics, problem.floor, long_split.idata),
+            "**Reading.** "
+            + robot_reading(metrics, problem.floor, long_split.idata, centred.hyper),
         ]
     )
     return Section("robot", body)
@@ -447,7 +455,7 @@ def block_means(draws: np.ndarray, n_blocks: int) -> np.ndarray:
     return draws[:, : size * n_blocks].reshape(n_chains, n_blocks, size).mean(axis=2)
 
 
-def robot_reading(metrics: dict, floor: float, long_idata) -> str:
+def robot_reading(metrics: dict, floor: float, long_idata, hyper: dict[str, str]) -> str:
     nuts_run, nuts = metrics["NUTS"]
     converged = {name: m["max_rhat_scales"] <= 1.01 for name, (_, m) in metrics.items()}
     loose = {name: m["max_rhat_scales"] <= 1.05 for name, (_, m) in metrics.items()}
@@ -494,7 +502,7 @@ def robot_reading(metrics: dict, floor: float, long_idata) -> str:
     )
     spreads = []
     for name in SCALES:
-        blocks = block_means(draws_of(long_idata, name), N_BLOCKS)
+        blocks = block_means(draws_of(long_idata, hyper[name]), N_BLOCKS)
         between = float(np.std(blocks.mean(axis=1), ddof=1))
         within = float(np.mean(np.std(blocks, axis=1, ddof=1)))
         spreads.append(f"{name} {between:.2f} vs {within:.2f}")

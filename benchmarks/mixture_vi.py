@@ -56,6 +56,7 @@ from _problems import (
 from _runs import time_call
 
 import pymc_sfp
+from pymc_sfp import nn
 
 # ---------------------------------------------------------------------------------------- cost
 
@@ -190,8 +191,10 @@ def bench_targets(settings: Any) -> Section:
 # ------------------------------------------------------------------------------------- network
 
 
-def _calibration(idata, X_test: np.ndarray, Y_test: np.ndarray, seed: int) -> tuple[float, ...]:
-    outputs = chain_outputs(idata, X_test)  # (chain, draw, case, output)
+def _calibration(
+    network: nn.Network, idata, X_test: np.ndarray, Y_test: np.ndarray, seed: int
+) -> tuple[float, ...]:
+    outputs = chain_outputs(network, idata, X_test)  # (chain, draw, case, output)
     outputs = outputs.reshape(-1, *outputs.shape[2:])
     sigma = np.asarray(idata["posterior"]["sigma"].values, dtype=float).reshape(-1)
     rng = np.random.default_rng(seed)
@@ -208,7 +211,7 @@ def bench_network(settings: Any) -> Section:
     X, Y, _ = robot_arm(ROBOT_N_TRAIN, ROBOT_TRAIN_SEED)
     X_test, Y_test, Y_clean = robot_arm(ROBOT_N_TEST, ROBOT_TEST_SEED)
     floor = test_error(Y_clean, Y_test)
-    model = robot_network(X, Y, "gaussian")
+    model, network = robot_network(X, Y, "gaussian")
     rows = []
     for label, nc in (("ADVI", 0), ("MixtureADVI(2)", 2), ("MixtureADVI(4)", 4), ("NUTS", -1)):
         began = time.perf_counter()
@@ -237,7 +240,7 @@ def bench_network(settings: Any) -> Section:
                 )
                 idata = approx.sample(1000, random_seed=settings.seed)
         seconds = time.perf_counter() - began
-        error, c50, c90 = _calibration(idata, X_test, Y_test, settings.seed)
+        error, c50, c90 = _calibration(network, idata, X_test, Y_test, settings.seed)
         rows.append([label, fmt_number(error), f"{c50:.2f}", f"{c90:.2f}", f"{seconds:.0f}"])
     headers = ["method", "test error", "50 % coverage", "90 % coverage", "seconds"]
     note = (

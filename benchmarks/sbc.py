@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/sbc.py                 # full run, about 30 minutes on 2 cores
+    python benchmarks/sbc.py                 # full run, about 4 minutes on 2 cores
     python benchmarks/sbc.py --quick --output /tmp/sbc.md   # smoke run, about 2 minutes
     python benchmarks/sbc.py --only centring # one benchmark (see --help)
 

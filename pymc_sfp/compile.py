@@ -50,6 +50,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from numba.core.dispatcher import Dispatcher
+from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.logprob.transforms import IntervalTransform
 from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
@@ -261,6 +262,12 @@ def compile_batched_prior_likelihood(
 def likelihood_terms(model: pm.Model) -> list:
     """The terms of the model's likelihood: its observed variables and ``pm.Potential`` terms."""
     return [*model.observed_RVs, *model.potentials]
+
+
+def improper_prior_names(model: pm.Model) -> list[str]:
+    """Names of the free variables of ``model`` whose priors cannot be drawn from (``pm.Flat``,
+    ``pm.HalfFlat``): the samplers that start from prior draws refuse them."""
+    return [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)]
 
 
 def compile_log_likelihood(
@@ -1153,10 +1160,6 @@ class LineEvaluator:
         return logp, dlogp
 
 
-#: ``RandomVariable.name`` of the priors that cannot be drawn from.
-_IMPROPER_PRIORS = ("flat", "half_flat")
-
-
 def _check_streamed(
     model: pm.Model, data_names: Sequence[str], target: SharedVariable, observation: list
 ) -> None:
@@ -1248,7 +1251,7 @@ class ParticleEvaluator:
             raise ValueError("sequential training needs free variables (weights) to filter")
         if any(v.type.dtype.startswith(("int", "uint")) for v in model.value_vars):
             raise ValueError("sequential training needs continuous free variables only")
-        improper = [rv.name for rv in model.free_RVs if rv.owner.op.name in _IMPROPER_PRIORS]
+        improper = improper_prior_names(model)
         if improper:
             raise ValueError(
                 f"sequential training draws its start from the prior, but {improper} have "

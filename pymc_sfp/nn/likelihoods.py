@@ -13,9 +13,15 @@ from typing import Any, Literal
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.graph.replace import graph_replace
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_sfp._validation import check_finite_rows, check_positive_finite, describe_rows
+from pymc_sfp._validation import (
+    check_finite_rows,
+    check_positive_finite,
+    check_positive_int,
+    describe_rows,
+)
 from pymc_sfp.nn._data import floatx, observed_data
 from pymc_sfp.nn.integrated import integrated_likelihood
 from pymc_sfp.nn.network import Network
@@ -34,6 +40,7 @@ def gaussian_likelihood(
     sigma: float | TensorVariable | Literal["integrated"] | None = None,
     D: float | None = None,
     name: str | None = None,
+    batch_size: int | None = None,
 ) -> TensorVariable:
     """Attach regression targets ``y`` to a network's outputs.
 
@@ -83,6 +90,17 @@ def gaussian_likelihood(
         The likelihood temperature ``D`` of Berrones' Eq. 23; exclusive with ``sigma``.
     name : str, optional
         Name of the observed variable or potential; ``f"{network.name}_y"`` by default.
+    batch_size : int, optional
+        Evaluate the likelihood on ``batch_size`` random rows of ``X`` and ``y`` at every
+        evaluation (``pm.Minibatch``, rows drawn with replacement), scaled up to all ``n`` rows
+        (``total_size``; with ``D``, the batch's mean loss): an unbiased estimate of the
+        log-likelihood, for the stochastic-gradient form of
+        :class:`~pymc_sfp.StochasticDynamics` (``correct=False``; see its Notes) on data too
+        large for a full gradient per step. Only for ``sigma`` a number, a variable or ``None``,
+        or ``D``: Neal's integrated noise and an integrated output layer couple all the rows
+        (a log of a sum, a Cholesky factor of all of them), so a batch would not estimate them
+        without bias. The observed variable then has the batch's shape and no dims; predict
+        with :meth:`Network.predict`.
 
     Returns
     -------
@@ -95,13 +113,14 @@ def gaussian_likelihood(
     Raises
     ------
     TypeError
-        If ``D`` is not a real number.
+        If ``D`` is not a real number or ``batch_size`` not an integer.
     ValueError
         If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
         outputs, ``sigma`` is not finite and > 0 or an unknown string, ``D`` is not finite and
         > 0, or both ``sigma`` and ``D`` are given; for an integrated output layer, if
         ``sigma`` is ``"integrated"``, not a scalar, or ``D`` is given, or the network already
-        has targets.
+        has targets; if ``batch_size`` is not in ``1 … n`` or is given with
+        ``sigma="integrated"`` or an integrated output layer.
     """
     name = name or f"{network.name}_y"
     n_outputs = network.layer_sizes[-1]
@@ -122,20 +141,36 @@ def gaussian_likelihood(
         if not np.all(np.isfinite(sigma) & (sigma > 0)):
             raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
 
+    if batch_size is not None:
+        batch_size = check_positive_int(batch_size, "batch_size")
+        if isinstance(sigma, str) or network.output_layer == "integrated":
+            raise ValueError(
+                "batch_size needs a likelihood that is a sum over the rows: not Neal's "
+                "integrated noise (sigma='integrated') or an integrated output layer"
+            )
+        if batch_size > len(values):
+            raise ValueError(f"batch_size must be at most the {len(values)} rows, got {batch_size}")
+
     if network.output_layer == "integrated":
         return integrated_likelihood(network, values, sigma, D, name)
     y_data, size = observed_data(
         network, values, name, network.unit_dims[-1:], network.output.shape
     )
-    squares = pt.sum(pt.square(y_data - network.output))
+    output, targets = network.output, y_data
+    if batch_size is not None:
+        # One random index slices X and y alike; the forward pass is rebuilt on the batch.
+        X_batch, targets = pm.Minibatch(network.X, y_data, batch_size=batch_size)
+        output = graph_replace(network.output, {network.X: X_batch}, strict=True)
+        size = {"total_size": len(values)}
+    squares = pt.sum(pt.square(targets - output))
     if D is not None:
-        return pm.Potential(name, -squares / (floatx(D) * y_data.shape[0]))
+        return pm.Potential(name, -squares / (floatx(D) * targets.shape[0]))
     if isinstance(sigma, str):
-        exponent = (NEAL_M0 + y_data.shape[0] * n_outputs) / 2
+        exponent = (NEAL_M0 + targets.shape[0] * n_outputs) / 2
         return pm.Potential(name, -exponent * pt.log(NEAL_S0 + squares))
     if sigma is None:
         sigma = pm.HalfNormal(f"{name}_sigma", 1.0)
-    return pm.Normal(name, mu=network.output, sigma=sigma, observed=y_data, **size)
+    return pm.Normal(name, mu=output, sigma=sigma, observed=targets, **size)
 
 
 def categorical_likelihood(network: Network, y: Any, *, name: str | None = None) -> TensorVariable:

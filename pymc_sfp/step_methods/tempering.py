@@ -28,7 +28,6 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars, StatsType
-from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import BlockedStep, CompoundStep, flat_statname
 
@@ -38,6 +37,7 @@ from pymc_sfp.compile import (
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_prior_sampler,
+    improper_prior_names,
     likelihood_terms,
     random_generators,
     reseed,
@@ -279,9 +279,7 @@ class ParallelTempering(ArrayStepShared):
                 f"{type(self).__name__} must sample every free variable of the model (tempering "
                 f"one block of a CompoundStep is not exact); it would not sample {missing}"
             )
-        improper = [
-            rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)
-        ]
+        improper = improper_prior_names(model)
         if improper and schedule[0] == 0.0:
             raise ValueError(
                 f"the prior is improper ({improper} are pm.Flat/pm.HalfFlat): parallel tempering "
