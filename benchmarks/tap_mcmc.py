@@ -2,9 +2,10 @@
 
 Problems (one per ``N`` and likelihood, seed fixed): a teacher ``w* ~ N(0, I_N)``, ``m = α N``
 Gaussian training inputs and a test set of Gaussian inputs; labels from the noisy teacher
-perceptron (Eq. 4, ``β``) or from a probit teacher (``P(+1) = Φ(w*·s/√N)``). The model is
-``pymc_sfp.tap_model(X, y, likelihood, prior_var=1/N)`` (the paper's prior and fields), so TAP and
-MCMC see the same posterior.
+perceptron (Eq. 4, ``β``; ``pymc_sfp.datasets.make_teacher_perceptron``) or from a probit
+teacher (``P(+1) = Φ(w*·s/√N)``). The model is
+``pymc_sfp.tap_model(X, y, likelihood, prior_var=1/N)`` (the paper's prior and fields), so TAP
+and MCMC see the same posterior.
 
 * TAP: ``pymc_sfp.fit_tap(model)`` (adaptive), wall time including reading the model; the
   core's ``tap_fit`` on the arrays is timed too. Its test error is that of ``sign(⟨w⟩·s)``.
@@ -32,6 +33,7 @@ from scipy import special
 
 import pymc_sfp
 from pymc_sfp.core.tap import tap_fit
+from pymc_sfp.datasets import make_teacher_perceptron
 
 if TYPE_CHECKING:
     from tap_benchmarks import Settings
@@ -42,14 +44,15 @@ SAMPLERS = {"perceptron": "Slice", "probit": "NUTS"}
 def problem(likelihood: str, n: int, settings: Settings, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     m = round(settings.mcmc_alpha * n)
-    teacher = rng.standard_normal(n)
-    S = rng.standard_normal((m + settings.mcmc_test, n))
-    field = S @ teacher / np.sqrt(n)
+    rows = m + settings.mcmc_test
     if likelihood == "perceptron":
-        flip = rng.random(len(S)) < 1.0 / (1.0 + np.exp(settings.mcmc_beta))
-        y = np.where(field >= 0, 1.0, -1.0) * np.where(flip, -1.0, 1.0)
+        S, y, teacher = make_teacher_perceptron(rows, n, rng=rng, beta=settings.mcmc_beta)
     else:
-        y = np.where(rng.random(len(S)) < special.ndtr(field), 1.0, -1.0)
+        # The probit teacher draws in the same order: weights, inputs, then the labels' noise.
+        teacher = rng.standard_normal(n)
+        S = rng.standard_normal((rows, n))
+        y = np.where(rng.random(rows) < special.ndtr(S @ teacher / np.sqrt(n)), 1.0, -1.0)
+    field = S @ teacher
     return {
         "X": S[:m],
         "y": y[:m],

@@ -12,9 +12,9 @@ output_layer="integrated")`` integrates it out analytically: the sampler moves o
 input-side weights, the three group scales and the noise sd, and the output layer comes back as
 exact draws from its Gaussian conditional. It is the same posterior, but it is what makes the
 group scales converge: in ``benchmarks/RESULTS.md`` (stochastic dynamics, section 2) every
-sampler of the full posterior, NUTS included, ends with scale R-hat between 1.35 and 3.4, while
+sampler of the full posterior, NUTS included, ends with scale R-hat between 1.22 and 3.50, while
 :class:`pymc_sfp.StochasticDynamics` on the integrated model reaches R-hat 1.001–1.004, with the
-smallest scale ESS between 1001 and 1641 over three seeds, in about 49 s, against 135 s for NUTS
+smallest scale ESS between 1001 and 1641 over three seeds, in 48–56 s, against 125 s for NUTS
 on the same model (see :doc:`/dynamics`).
 
 The figure shows what a Bayesian network adds to a fit: along a line of inputs that leaves the

@@ -63,8 +63,11 @@ def as_rows(values: Any, width: int, arg: str) -> np.ndarray:
 
 
 def is_integer(value: Any) -> bool:
-    """Whether ``value`` is a Python or NumPy integer; ``bool`` is not (``True`` as a count is a
+    """Whether ``value`` is a Python or NumPy integer, or a 0-d array of one (as
+    :func:`check_real` takes 0-d arrays of numbers); ``bool`` is not (``True`` as a count is a
     bug)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
@@ -77,7 +80,10 @@ def check_bool(value: Any, name: str) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    """Whether ``value`` is a real number of Python or NumPy, ``bool`` excepted."""
+    """Whether ``value`` is a real number of Python or NumPy (or a 0-d array of one), ``bool``
+    excepted."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
         value, bool | np.bool_
     )

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +152,16 @@ def step_graph(model: pm.Model, value_vars: list, initial_point: dict | None = N
     """The :class:`StepGraph` of ``value_vars`` (``initial_point`` defaults to the model's)."""
     if initial_point is None:
         initial_point = model.initial_point()
+    if not isinstance(initial_point, Mapping):
+        raise TypeError(
+            f"initial_point must be a dict of value variables' values, got {initial_point!r}"
+        )
+    missing = [v.name for v in model.value_vars if v.name not in initial_point]
+    if missing:
+        raise ValueError(
+            f"initial_point lacks the value variables {missing}: it must hold every value "
+            "variable of the model, by name (model.initial_point() gives one to start from)"
+        )
     start = np.concatenate([np.ravel(initial_point[v.name]) for v in value_vars]).astype(float)
     shared = make_shared_replacements(initial_point, value_vars, model)
     return StepGraph(model, list(value_vars), initial_point, shared, start)
@@ -180,6 +190,10 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
     other graph's cache correct; the price is that a float32 model is compiled afresh in each
     process.
     """
+    if compile_kwargs is not None and not isinstance(compile_kwargs, Mapping):
+        raise TypeError(
+            f"compile_kwargs must be a dict of pytensor.function arguments, got {compile_kwargs!r}"
+        )
     kwargs = dict(compile_kwargs or {})
     outputs = unlooped_blockwise(outputs)
     if not _narrows_to_float32(outputs):

@@ -38,7 +38,7 @@ from pymc.backends.base import MultiTrace
 from pytensor.compile.sharedvalue import SharedVariable
 from scipy import stats
 
-from pymc_sfp._validation import is_integer
+from pymc_sfp._validation import check_bool, check_int_at_least, check_positive_int, is_integer
 
 __all__ = [
     "SBCResult",
@@ -264,12 +264,8 @@ def simulation_based_calibration(
     ...     ["mu", "tau"], n_simulations=200, n_posterior_draws=99, n_bins=10, random_seed=1)
     >>> result.p_values  # doctest: +SKIP
     """
-    for argument, value in [
-        ("n_simulations", n_simulations),
-        ("n_posterior_draws", n_posterior_draws),
-    ]:
-        if not is_integer(value) or value < 1:
-            raise ValueError(f"{argument} must be an integer >= 1, got {value!r}")
+    n_simulations = check_int_at_least(n_simulations, 1, "n_simulations")
+    n_posterior_draws = check_int_at_least(n_posterior_draws, 1, "n_posterior_draws")
     _check_bins(n_posterior_draws + 1, n_bins)
     names = list(dict.fromkeys([quantities] if isinstance(quantities, str) else quantities))
     if not names:
@@ -350,9 +346,24 @@ def hierarchical_normal_model(
         With ``True`` the model samples :math:`\theta` itself; with ``False`` (non-centred) it
         samples :math:`z_j \sim N(0, 1)` and :math:`\theta = \mu + \tau z` is a deterministic.
     y : array_like, optional
-        The observations (``pm.Data`` named ``"y"``); zeros by default.
+        The observations (``pm.Data`` named ``"y"``), ``n_groups`` finite numbers; zeros by
+        default.
+
+    Raises
+    ------
+    TypeError
+        If ``n_groups`` is not an integer or ``centred`` not a bool.
+    ValueError
+        If ``n_groups`` is not ≥ 1 or ``y`` is not ``n_groups`` finite numbers.
     """
+    n_groups = check_positive_int(n_groups, "n_groups")
+    centred = check_bool(centred, "centred")
     y = np.zeros(n_groups) if y is None else np.asarray(y, dtype=float)
+    if y.shape != (n_groups,) or not np.isfinite(y).all():
+        raise ValueError(
+            f"y must be n_groups = {n_groups} finite numbers, got shape {y.shape}"
+            + ("" if y.shape != (n_groups,) else " with non-finite values")
+        )
     with pm.Model() as model:
         data = pm.Data("y", y)
         mu = pm.Normal("mu", 0.0, 1.0)

@@ -53,6 +53,16 @@ def test_marginal_of_exact_beta_cdf():
     assert marginal.cdf(-1.0) == 0.0 and marginal.cdf(2.0) == 1.0 and marginal.pdf(2.0) == 0.0
 
 
+def test_mode_of_unevenly_spaced_points_is_where_the_density_is():
+    """Points spread evenly in log scale (as SFP records a log-transformed variable): the
+    cubic spline through the CDF overshoots between the wide far cells, and its derivative's
+    maximum lay at 7391, where the density is 6e-8, against 3.0 at the data's peak."""
+    marginal = Marginal(np.exp(np.linspace(-10, 10, 5)), np.array([0.0, 0.02, 0.7, 0.999, 1.0]))
+    dense = np.linspace(marginal.points[0], marginal.points[-1], 200_001)
+    assert marginal.pdf(marginal.mode()) >= 0.5 * marginal.pdf(dense).max()
+    assert marginal.mode() < marginal.points[1]
+
+
 def test_marginal_refuses_what_is_not_a_cdf_and_answers_nan_with_nan():
     points = np.linspace(0.0, 1.0, 5)
     for values, match in [

@@ -165,6 +165,12 @@ def test_bad_arguments():
             run(exact_sampler(), **{argument: value})
     with pytest.raises(ValueError, match="n_bins must be >= 2 and divide"):
         run(exact_sampler(), n_bins=5.0)
+    with pytest.raises(
+        ValueError, match=r"y must be n_groups = 4 finite numbers, got shape \(6,\)"
+    ):
+        sbc.hierarchical_normal_model(4, y=np.zeros(6))
+    with pytest.raises(ValueError, match="n_groups must be a positive integer"):
+        sbc.hierarchical_normal_model(0)
 
 
 @pytest.mark.filterwarnings("ignore:`return_inferencedata=False` is deprecated:FutureWarning")

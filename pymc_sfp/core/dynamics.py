@@ -35,6 +35,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pymc_sfp._validation import check_int_at_least
+
 __all__ = [
     "DynamicsSettings",
     "Metric",
@@ -448,9 +450,7 @@ def geometric_ladder(n_temperatures: int, min_beta: float) -> np.ndarray:
     """Inverse temperatures ``1 = β_0 > β_1 > … > β_{K-1} = min_beta``, evenly spaced in
     ``log β`` (for a near-Gaussian likelihood this equalises the swap rates of neighbours)."""
     # 2.5 would silently give three temperatures (np.arange) and a wrong spacing.
-    integer = isinstance(n_temperatures, int | np.integer) and not isinstance(n_temperatures, bool)
-    if not integer or n_temperatures < 2:
-        raise ValueError(f"n_temperatures must be an integer >= 2, got {n_temperatures!r}")
+    n_temperatures = check_int_at_least(n_temperatures, 2, "n_temperatures")
     if not 0.0 < min_beta < 1.0:
         raise ValueError(f"min_beta must be in (0, 1), got {min_beta!r}")
     return min_beta ** (np.arange(n_temperatures) / (n_temperatures - 1))

@@ -66,7 +66,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import linalg, special
 
-from pymc_sfp._validation import as_matrix
+from pymc_sfp._validation import (
+    as_matrix,
+    check_positive_finite,
+    check_positive_int,
+    check_real,
+)
 
 __all__ = [
     "LIKELIHOODS",
@@ -300,9 +305,11 @@ def check_problem(
     """Validated ``(X, y, prior_var)`` of a TAP problem: ``X`` a finite matrix, ``y`` one finite
     value per row (labels recoded to ``±1`` except for ``"gaussian"``), ``prior_var`` one value
     > 0 per weight; ``beta > 0`` for the perceptron, ``noise_var > 0`` for ``"gaussian"``.
-    Raises a ValueError naming what is wrong."""
+    Raises a ValueError naming what is wrong (a TypeError for a ``beta`` or ``noise_var`` that
+    is not a real number)."""
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+    beta, noise_var = check_real(beta, "beta"), check_real(noise_var, "noise_var")
     X = as_matrix(X, "X")
     y = np.asarray(y, dtype=float)
     if y.shape != (X.shape[0],):
@@ -519,6 +526,16 @@ def tap_fit(
     -------
     TAPResult
 
+    Raises
+    ------
+    TypeError
+        If a setting is not a number of the right kind (``max_iter`` and ``batch`` integers,
+        ``damping``, ``tol``, ``beta``, ``noise_var``, ``field_scale`` real numbers), named.
+    ValueError
+        If a setting is out of its range (``damping`` in ``(0, 1]``, ``tol`` and
+        ``field_scale`` finite and > 0, ``max_iter`` and ``batch`` ≥ 1) or the data are not
+        as described, named.
+
     Warns
     -----
     TAPConvergenceWarning
@@ -527,15 +544,20 @@ def tap_fit(
     """
     if variant not in ("adaptive", "naive"):
         raise ValueError(f"variant must be 'adaptive' or 'naive', got {variant!r}")
+    damping = check_real(damping, "damping")
     if not 0.0 < damping <= 1.0:
         raise ValueError(f"damping must be in (0, 1], got {damping!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    tol = check_positive_finite(tol, "tol")
+    max_iter = check_positive_int(max_iter, "max_iter")
+    if batch is not None:
+        batch = check_positive_int(batch, "batch")
     X, y, v0 = check_problem(X, y, likelihood, prior_var, beta, noise_var)
     n = X.shape[1]
-    c = 1.0 / np.sqrt(n) if field_scale is None else float(field_scale)
+    c = (
+        1.0 / np.sqrt(n)
+        if field_scale is None
+        else check_positive_finite(field_scale, "field_scale")
+    )
     # EP's cavity of a row of zeros, whose field is 0 whatever w, is a point mass (variance 0,
     # a division by zero in the update); its likelihood is a constant that leaves q(w) alone.
     # The naive theory's cavity is the same Λ for every example, so it needs no exception.
@@ -546,11 +568,9 @@ def tap_fit(
     m = len(y)
     if batch is None:
         batch = 5 if variant == "naive" else m
-    if int(batch) != batch or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
     lik = {"likelihood": likelihood, "params": {"beta": beta, "noise_var": noise_var}}
     lik.update(damping=damping, s2=float(np.mean(A**2)))
-    stops = [*range(int(batch), m, int(batch)), m]
+    stops = [*range(batch, m, batch), m]
 
     residuals: list[float] = []
     tau, nu = np.zeros(m), np.zeros(m)

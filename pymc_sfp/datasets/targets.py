@@ -25,6 +25,8 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy import special, stats
 
+from pymc_sfp._validation import check_positive_finite
+
 __all__ = ["GaussianMixtureTarget", "RingTarget", "multimodal_targets"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -120,8 +122,9 @@ class GaussianMixtureTarget:
             if self.prior_sd is not None:
                 raise ValueError("prior_sd is for prior='normal'; the uniform prior takes bounds")
         elif self.prior == "normal":
-            if self.prior_sd is None or not (np.isfinite(self.prior_sd) and self.prior_sd > 0):
-                raise ValueError(f"prior_sd must be positive and finite, got {self.prior_sd!r}")
+            if self.prior_sd is None:
+                raise ValueError("prior_sd must be a finite number > 0, got None")
+            check_positive_finite(self.prior_sd, "prior_sd")
             if self.bounds is not None:
                 raise ValueError("bounds are for prior='uniform'; the normal prior takes prior_sd")
             object.__setattr__(self, "prior_sd", float(self.prior_sd))
@@ -244,10 +247,7 @@ class RingTarget:
 
     def __post_init__(self) -> None:
         for arg in ("radius", "sd"):
-            value = getattr(self, arg)
-            if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{arg} must be positive and finite, got {value!r}")
-            object.__setattr__(self, arg, float(value))
+            object.__setattr__(self, arg, check_positive_finite(getattr(self, arg), arg))
 
     @property
     def dim(self) -> int:

@@ -16,6 +16,7 @@ import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_sfp._network_line import mark_elementwise
+from pymc_sfp._validation import check_int_at_least, check_real
 
 __all__ = ["interpolated_log_density", "log_density_table", "marginal_prior"]
 
@@ -47,11 +48,13 @@ def log_density_table(
 
     Raises
     ------
+    TypeError
+        If ``points`` is not an integer or ``floor`` not a real number.
     ValueError
         If ``points < 2`` or ``floor`` is outside ``[0, 1)``.
     """
-    if not isinstance(points, int | np.integer) or points < 2:
-        raise ValueError(f"points must be an integer >= 2, got {points!r}")
+    points = check_int_at_least(points, 2, "points")
+    floor = check_real(floor, "floor")
     if not 0 <= floor < 1:
         raise ValueError(f"floor must be in [0, 1), got {floor!r}")
     flat = np.asarray(marginals, dtype=object).ravel()

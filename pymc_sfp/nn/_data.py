@@ -8,6 +8,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Variable
 
 from pymc_sfp._validation import as_matrix, check_finite_rows
 
@@ -22,20 +23,28 @@ def floatx(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=pytensor.config.floatX)
 
 
-def ensure_coord(model: pm.Model, dim: str, size: int) -> None:
-    """Add ``dim`` with values ``0 .. size - 1`` unless the model has it (then check its length)."""
+def ensure_coord(model: pm.Model, dim: str, size: int, add: bool = True) -> None:
+    """Check the length of ``dim`` if the model has it (with values or a length alone);
+    otherwise, with ``add``, add it with values ``0 .. size - 1``."""
     if dim not in model.coords:
-        model.add_coord(dim, np.arange(size))
+        if add:
+            model.add_coord(dim, np.arange(size))
         return
     values = model.coords[dim]
-    if values is not None and len(values) != size:
-        raise ValueError(f"the model's coords give dim {dim!r} length {len(values)}, not {size}")
+    length = len(values) if values is not None else int(model.dim_lengths[dim].eval())
+    if length != size:
+        raise ValueError(f"the model's coords give dim {dim!r} length {length}, not {size}")
 
 
 def input_data(
     model: pm.Model, X: Any, name: str, n_inputs: int
 ) -> tuple[SharedVariable, str | None, str]:
     """The input data container with its row dim and column dim; validates its values."""
+    if isinstance(X, Variable) and not isinstance(X, SharedVariable):
+        raise TypeError(
+            f"X must be an array or a pm.Data container of the model, not a tensor ({X}): a "
+            "network's inputs are data"
+        )
     if isinstance(X, SharedVariable):
         if model.named_vars.get(X.name) is not X:
             raise ValueError("X is a shared variable not registered in this model: use pm.Data")
@@ -51,6 +60,8 @@ def input_data(
         )
     ensure_coord(model, in_dim, n_inputs)
     if not isinstance(X, SharedVariable):
+        # The rows' dim gets no values: pm.set_data may change its length later.
+        ensure_coord(model, obs_dim, len(values), add=False)
         X = pm.Data(f"{name}_X", values, dims=(obs_dim, in_dim))
     return X, obs_dim, in_dim
 

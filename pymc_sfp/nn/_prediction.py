@@ -39,17 +39,20 @@ def predict(network: Network, idata: Any, X_new: Any, group: str) -> xr.DataArra
     samples = _group(idata, group)
     layers, sample_dims, sample_coords = _layer_draws(network, samples)
     if len(layers) < len(network.layer_sizes) - 1:
-        layers.append(_conditional_output_layer(network, samples, layers, rng=None))
+        training = _training_data(network, idata)
+        layers.append(_conditional_output_layer(network, samples, layers, training, rng=None))
     h = forward(X, layers)
     if network.output_type == "softmax":
         h = softmax(h, axis=-1)
     sample_shape = tuple(len(c) for c in sample_coords.values())
     obs_dim = network.obs_dim or f"{network.name}_obs"
     out_dim = network.unit_dims[-1]
+    # The model's labels of the rows hold for its own data only, not for X_new.
+    obs_coords = _coords(network, obs_dim, len(X)) if X_new is None else np.arange(len(X))
     return xr.DataArray(
         h.reshape(*sample_shape, *h.shape[1:]),
         dims=(*sample_dims, obs_dim, out_dim),
-        coords={**sample_coords, obs_dim: np.arange(len(X)), out_dim: list(network.out_coords)},
+        coords={**sample_coords, obs_dim: obs_coords, out_dim: list(network.out_coords)},
         name=f"{network.name}_output",
     )
 
@@ -64,14 +67,14 @@ def sample_output_layer(network: Network, idata: Any, random_seed: Any, group: s
     samples = _group(idata, group)
     layers, sample_dims, sample_coords = _layer_draws(network, samples)
     W, b = _conditional_output_layer(
-        network, samples, layers, rng=np.random.default_rng(random_seed)
+        network, samples, layers, _training_data(network, idata), np.random.default_rng(random_seed)
     )
     sample_shape = tuple(len(c) for c in sample_coords.values())
     w_name, b_name = output_layer_names(network)
     hidden_dim, out_dim = network.unit_dims[-2:]
     coords = {
         **sample_coords,
-        hidden_dim: np.arange(network.layer_sizes[-2]),
+        hidden_dim: _coords(network, hidden_dim, network.layer_sizes[-2]),
         out_dim: list(network.out_coords),
     }
     return xr.Dataset(
@@ -99,6 +102,12 @@ def forward(X: np.ndarray, layers: Sequence[Layer], hidden_only: bool = False) -
         if hidden_only or layer < len(layers) - 1:
             h = np.tanh(h)
     return h
+
+
+def _coords(network: Network, dim: str, size: int) -> np.ndarray:
+    """The model's labels of ``dim`` if it has ``size`` of them, else ``0 .. size - 1``."""
+    values = network.model.coords.get(dim) if network.model is not None else None
+    return np.asarray(values) if values is not None and len(values) == size else np.arange(size)
 
 
 def _group(idata: Any, group: str) -> Any:
@@ -130,27 +139,51 @@ def _layer_draws(
     return layers, sample_dims, sample_coords
 
 
-def _conditional_output_layer(
-    network: Network,
-    samples: Any,
-    hidden_layers: list[Layer],
-    rng: np.random.Generator | None,
-) -> Layer:
-    """The integrated output layer for each draw of the hidden layers: its conditional mean
-    (``rng=None``) or one draw from its conditional, as ``(W, b)``."""
+def _training_data(network: Network, idata: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The inputs and targets an integrated output layer is conditioned on: those that the
+    DataTree of ``pm.sample`` recorded in its ``constant_data`` group (also for one of its groups
+    passed alone), else the model's current data containers."""
     targets = network.targets
     if targets is None or not targets.attached:
         raise ValueError(
             f"network {network.name!r} has no targets attached: its integrated output layer "
             "is defined by gaussian_likelihood(network, y, ...)"
         )
-    X_train, Y = network.X.get_value(), targets.y.get_value()
-    if len(X_train) != len(Y):
+    names = (network.X.name, targets.y.name)
+    root = idata.root if isinstance(idata, xr.DataTree) else None
+    recorded = (
+        root["constant_data"] if root is not None and "constant_data" in root.children else {}
+    )
+    if all(name in recorded for name in names):
+        X_train, Y = (np.asarray(recorded[name].values, dtype=float) for name in names)
+        origin = "the DataTree's constant_data"
+    else:
+        X_train, Y = network.X.get_value(), targets.y.get_value()
+        origin = "the model's data (the idata records none)"
+    # pm.sample_posterior_predictive(..., extend_inferencedata=True) after pm.set_data
+    # overwrites constant_data with the new inputs, padded with NaN to the old length.
+    if len(X_train) != len(Y) or not (np.isfinite(X_train).all() and np.isfinite(Y).all()):
         raise ValueError(
-            f"the model's data have {len(X_train)} rows of X but {len(Y)} of y: an "
-            "integrated output layer is rebuilt from the training data, so predict at new "
-            "inputs with X_new instead of pm.set_data"
+            f"the training data in {origin} are not those the layer was sampled with "
+            f"({len(X_train)} rows of X, {len(Y)} of y, or non-finite values): an integrated "
+            "output layer is rebuilt from the training data, so predict at new inputs with "
+            "X_new instead of pm.set_data"
         )
+    return X_train, Y
+
+
+def _conditional_output_layer(
+    network: Network,
+    samples: Any,
+    hidden_layers: list[Layer],
+    training: tuple[np.ndarray, np.ndarray],
+    rng: np.random.Generator | None,
+) -> Layer:
+    """The integrated output layer for each draw of the hidden layers given the ``training``
+    inputs and targets: its conditional mean (``rng=None``) or one draw from its conditional, as
+    ``(W, b)``."""
+    X_train, Y = training
+    targets = network.targets
     n_draws = len(hidden_layers[0][0])
     weight_sd = _hyper_draws(samples, network.output_sd, n_draws)
     noise_sd = _hyper_draws(samples, targets.noise_sd, n_draws)

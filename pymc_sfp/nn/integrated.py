@@ -100,10 +100,10 @@ def marginal_loglik(features: Any, Y: Any, weight_sd: Any, noise_sd: Any) -> Ten
     Y = _tensor(Y)
     s = _tensor(weight_sd)
     sigma = _tensor(noise_sd)
-    n, k = H.shape[0], H.shape[1]
-    n_outputs = Y.shape[1]
+    # Counts in the dtype of the features: int64 shapes would turn a float32 graph into float64.
+    n, k, n_outputs = (pt.cast(size, H.dtype) for size in (H.shape[0], H.shape[1], Y.shape[1]))
     ridge = (sigma / s) ** 2
-    cholesky = pt.linalg.cholesky(H.T @ H + ridge * pt.eye(k))
+    cholesky = pt.linalg.cholesky(H.T @ H + ridge * pt.eye(H.shape[1], dtype=H.dtype))
     # μ = B⁻¹ H̃ᵀ Y by two triangular solves with B's Cholesky factor.
     half = pt.linalg.solve_triangular(cholesky, H.T @ Y, lower=True)
     mean = pt.linalg.solve_triangular(cholesky.T, half, lower=False)
@@ -111,7 +111,8 @@ def marginal_loglik(features: Any, Y: Any, weight_sd: Any, noise_sd: Any) -> Ten
     log_det = (
         2 * (n - k) * pt.log(sigma) + 2 * k * pt.log(s) + 2 * pt.sum(pt.log(pt.diag(cholesky)))
     )
-    return -0.5 * (misfit / sigma**2 + n_outputs * log_det + n * n_outputs * np.log(2 * np.pi))
+    log_2pi = pt.constant(np.log(2 * np.pi), dtype=H.dtype)
+    return -0.5 * (misfit / sigma**2 + n_outputs * log_det + n * n_outputs * log_2pi)
 
 
 def integrated_likelihood(

@@ -96,11 +96,12 @@ def gaussian_likelihood(
         (``total_size``; with ``D``, the batch's mean loss): an unbiased estimate of the
         log-likelihood, for the stochastic-gradient form of
         :class:`~pymc_sfp.StochasticDynamics` (``correct=False``; see its Notes) on data too
-        large for a full gradient per step. Only for ``sigma`` a number, a variable or ``None``,
-        or ``D``: Neal's integrated noise and an integrated output layer couple all the rows
-        (a log of a sum, a Cholesky factor of all of them), so a batch would not estimate them
-        without bias. The observed variable then has the batch's shape and no dims; predict
-        with :meth:`Network.predict`.
+        large for a full gradient per step. The number of rows is that of ``y`` when the
+        likelihood is built. Only for ``sigma`` a number, a variable or ``None`` (one sd, or one
+        per output), or ``D``: Neal's integrated noise and an integrated output layer couple all
+        the rows (a log of a sum, a Cholesky factor of all of them), so a batch would not
+        estimate them without bias. The observed variable then has the batch's shape and no
+        dims; predict with :meth:`Network.predict`.
 
     Returns
     -------
@@ -113,10 +114,12 @@ def gaussian_likelihood(
     Raises
     ------
     TypeError
-        If ``D`` is not a real number or ``batch_size`` not an integer.
+        If ``D`` or ``sigma`` (given as a value) is not a number, or ``batch_size`` not an
+        integer.
     ValueError
         If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
-        outputs, ``sigma`` is not finite and > 0 or an unknown string, ``D`` is not finite and
+        outputs, ``sigma`` is not finite and > 0, does not broadcast against ``y`` or is an
+        unknown string, ``D`` is not finite and
         > 0, or both ``sigma`` and ``D`` are given; for an integrated output layer, if
         ``sigma`` is ``"integrated"``, not a scalar, or ``D`` is given, or the network already
         has targets; if ``batch_size`` is not in ``1 … n`` or is given with
@@ -137,9 +140,20 @@ def gaussian_likelihood(
         if sigma != "integrated":
             raise ValueError(f"sigma must be a number, a variable, None or 'integrated': {sigma!r}")
     elif sigma is not None and not isinstance(sigma, TensorVariable):
+        if not np.issubdtype(np.asarray(sigma).dtype, np.number):  # refuses True, too
+            raise TypeError(f"sigma must be a number, an array of numbers or a variable: {sigma!r}")
         sigma = floatx(sigma)
         if not np.all(np.isfinite(sigma) & (sigma > 0)):
             raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+        try:
+            fits = np.broadcast_shapes(sigma.shape, values.shape) == values.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"sigma of shape {sigma.shape} does not broadcast against the targets' shape "
+                f"{values.shape}: give one sd, or one per output ({n_outputs})"
+            )
 
     if batch_size is not None:
         batch_size = check_positive_int(batch_size, "batch_size")
@@ -147,6 +161,12 @@ def gaussian_likelihood(
             raise ValueError(
                 "batch_size needs a likelihood that is a sum over the rows: not Neal's "
                 "integrated noise (sigma='integrated') or an integrated output layer"
+            )
+        sd_type = pt.as_tensor(sigma).type if sigma is not None else None
+        if sd_type is not None and sd_type.ndim == 2 and sd_type.shape[0] != 1:
+            raise ValueError(
+                "batch_size slices the rows of X and y, not those of sigma: give one sd, or one "
+                "per output"
             )
         if batch_size > len(values):
             raise ValueError(f"batch_size must be at most the {len(values)} rows, got {batch_size}")
@@ -163,11 +183,13 @@ def gaussian_likelihood(
         output = graph_replace(network.output, {network.X: X_batch}, strict=True)
         size = {"total_size": len(values)}
     squares = pt.sum(pt.square(targets - output))
+    # The row count in floatX: an int64 shape would turn a float32 graph into float64.
+    n_rows = pt.cast(targets.shape[0], squares.dtype)
     if D is not None:
-        return pm.Potential(name, -squares / (floatx(D) * targets.shape[0]))
+        return pm.Potential(name, -squares / (floatx(D) * n_rows))
     if isinstance(sigma, str):
-        exponent = (NEAL_M0 + targets.shape[0] * n_outputs) / 2
-        return pm.Potential(name, -exponent * pt.log(NEAL_S0 + squares))
+        exponent = (floatx(NEAL_M0) + n_rows * n_outputs) / 2
+        return pm.Potential(name, -exponent * pt.log(floatx(NEAL_S0) + squares))
     if sigma is None:
         sigma = pm.HalfNormal(f"{name}_sigma", 1.0)
     return pm.Normal(name, mu=output, sigma=sigma, observed=targets, **size)

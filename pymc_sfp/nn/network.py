@@ -18,7 +18,7 @@ import xarray as xr
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_sfp._validation import check_layer_sizes, check_positive_finite
+from pymc_sfp._validation import check_bool, check_layer_sizes, check_positive_finite
 from pymc_sfp.nn import _prediction
 from pymc_sfp.nn._data import ensure_coord, input_data
 from pymc_sfp.nn.integrated import OutputTargets
@@ -92,6 +92,9 @@ class Network:
         :func:`~pymc_sfp.nn.gaussian_likelihood` attaches (the one mutable part of a network,
         filled once; see :class:`~pymc_sfp.nn.integrated.OutputTargets`); ``None`` when the
         output layer is sampled.
+    model : pymc.Model
+        The model the network was built in; its coords label the rows and units of
+        :meth:`predict` and :meth:`sample_output_layer`.
     """
 
     name: str
@@ -111,6 +114,13 @@ class Network:
     features: TensorVariable | None = None
     output_sd: TensorVariable | float | None = None
     targets: OutputTargets | None = field(default=None, compare=False, repr=False)
+    # Weak: the registry of networks per model (weak in its keys) must not keep models alive.
+    _model_ref: weakref.ReferenceType | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def model(self) -> pm.Model | None:
+        """The model the network was built in (``None`` once it is gone)."""
+        return None if self._model_ref is None else self._model_ref()
 
     def predict(self, idata: Any, X_new: Any = None, *, group: str = "posterior") -> xr.DataArray:
         """The network's outputs for every draw, evaluated at once in NumPy.
@@ -128,8 +138,13 @@ class Network:
             output layer is its conditional mean given the data (a Rao–Blackwellised
             prediction, see :meth:`sample_output_layer`), unless ``idata`` holds the output
             layer's weights and biases (those of :meth:`sample_output_layer`), which are then
-            used. The conditional is rebuilt from the model's current data, which must be the
-            training data: predict at new inputs with ``X_new``, not ``pm.set_data``.
+            used. The conditional is rebuilt from the training data that the DataTree of
+            ``pm.sample`` records (``constant_data``), so ``pm.set_data`` of new inputs does not
+            change it; given a Dataset, from the model's current data, which must then be the
+            training data. Predict at new inputs with ``X_new``: PyMC's
+            ``sample_posterior_predictive(..., extend_inferencedata=True)`` after
+            ``pm.set_data`` overwrites the recorded data with the new inputs (refused here only
+            where that changes the number of rows).
         X_new : array_like, shape (m, layer_sizes[0]), optional
             Inputs to predict at; the model's current ``X`` by default.
         group : str, default "posterior"
@@ -261,15 +276,17 @@ def mlp(
     Raises
     ------
     TypeError
-        If ``prior_scale`` is not a real number.
+        If ``prior_scale`` is not a real number, ``centred`` or ``deterministic`` not a bool, or
+        ``X`` a tensor rather than data.
     ValueError
         For an unknown ``output`` or ``prior``, a ``prior_scale`` that is not finite and > 0,
         ``centred=True`` with a prior other than ``"group"`` or ``"ard"``, an unknown
         ``output_layer``, ``"integrated"`` with softmax outputs, the uniform prior or
         ``deterministic=True``, ``layer_sizes``
         that are not at least three positive integers, ``layer_sizes[0]`` not
-        equal to the columns of ``X``, fewer than two softmax outputs, or ``X`` with NaN or
-        infinite values (the rows are named).
+        equal to the columns of ``X``, fewer than two softmax outputs, ``X`` with NaN or
+        infinite values (the rows are named), or a dim of the network (rows, units) that the
+        model's coords give another length.
 
     Notes
     -----
@@ -280,7 +297,8 @@ def mlp(
     multiplies each weight by its group's scale factor, sampling the unscaled weights and the
     scale factors: here ``w = scale · z``, ``z ~ N(0, 1)`` (variables ``f"{name}_w{l}_z"``), which
     is also the non-centred form that gradient samplers need. ``"ard"`` gives the first layer's
-    weights one scale per input unit (dims ``(f"{name}_in",)``).
+    weights one scale per input unit (dims ``(f"{name}_in",)``, or the input dim of a
+    ``pm.Data`` ``X``).
 
     ``centred=True`` makes the weights and biases the free variables (same names, no ``_z``).
     This is the form for Neal's split scheme, where the dynamics move the weights and another
@@ -329,6 +347,8 @@ def mlp(
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     prior_scale = check_positive_finite(prior_scale, "prior_scale")
+    centred = check_bool(centred, "centred")
+    deterministic = check_bool(deterministic, "deterministic")
     if centred and prior not in ("group", "ard"):
         raise ValueError(
             f"centred=True applies to the hierarchical priors 'group' and 'ard', not {prior!r}"
@@ -387,6 +407,7 @@ def mlp(
         features=features,
         output_sd=output_sd,
         targets=OutputTargets() if integrate_output else None,
+        _model_ref=weakref.ref(model),
     )
     _NETWORKS.setdefault(model, []).append(network)
     return network

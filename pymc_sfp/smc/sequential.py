@@ -169,7 +169,8 @@ class SequentialFilter:
         container the observation reads with a row per observation that is not in
         ``data_names``, improper priors, no free variables).
     TypeError
-        If ``model`` is not a ``pm.Model`` or ``random_seed`` is not a seed.
+        If ``model`` is not a ``pm.Model``, ``random_seed`` is not a seed, or a setting is not a
+        number of the right kind (``particles="10"``, ``move_steps=True``).
 
     Examples
     --------

@@ -22,7 +22,7 @@ import numpy as np
 from pymc.model import modelcontext
 from pymc.smc.kernels import SMC_KERNEL
 
-from pymc_sfp._validation import check_int_at_least, check_real
+from pymc_sfp._validation import check_int_at_least, check_positive_finite
 from pymc_sfp.compile import compile_batched_prior_likelihood, step_graph
 from pymc_sfp.core.fokker_planck import quadrature_conditional
 from pymc_sfp.core.sfp import draw_uniforms, proposal_logpdf, propose
@@ -42,7 +42,7 @@ class SFPKernel(SMC_KERNEL):
         SFP sweeps per stage.
     box_margin : float, default 0.5
         Each coordinate's box is the range of the particles at the stage, extended on each side
-        by ``box_margin`` times that range (PyMC's unconstrained scale).
+        by ``box_margin`` times that range (PyMC's unconstrained scale); finite and > 0.
     **kwargs
         The arguments of :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, …),
         which ``pm.sample_smc`` passes.
@@ -68,9 +68,7 @@ class SFPKernel(SMC_KERNEL):
     ):
         self.L = check_int_at_least(L, 3, "L")
         self.n_sweeps = check_int_at_least(n_sweeps, 1, "n_sweeps")
-        self.box_margin = check_real(box_margin, "box_margin")
-        if not self.box_margin > 0:
-            raise ValueError(f"box_margin must be > 0, got {box_margin!r}")
+        self.box_margin = check_positive_finite(box_margin, "box_margin")
         super().__init__(*args, **kwargs)
         model = modelcontext(kwargs.get("model"))
         graph = step_graph(model, model.value_vars)

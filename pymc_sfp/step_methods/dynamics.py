@@ -180,10 +180,10 @@ class StochasticDynamics(ArrayStepShared):
         Step-size tuning target for the mean acceptance probability (``correct=True``).
     target_energy_error : float, default 0.1
         Step-size tuning target for ``correct=False``: dual averaging drives the mean of
-        ``exp(-|ΔH|)`` to ``exp(-target_energy_error)``.
+        ``exp(-|ΔH|)`` to ``exp(-target_energy_error)``; finite and > 0.
     target_noise_share : float, default 0.5
         Step-size tuning target with ``pm.Minibatch`` data: the share of the momentum's heat
-        supplied by gradient noise (stat ``gradient_noise_share``, see Notes).
+        supplied by gradient noise (stat ``gradient_noise_share``, see Notes); finite and > 0.
     adapt_step_size : bool, default True
         Dual averaging of ``log ε`` during tuning (Hoffman & Gelman 2014), then frozen at its
         averaged value.
@@ -199,6 +199,7 @@ class StochasticDynamics(ArrayStepShared):
         ``scaling`` nor ``potential`` is given, a diagonal mass matrix is adapted during tuning
         from the draws' variances (PyMC's ``QuadPotentialDiagAdapt``).
     is_cov : bool, default False
+        ``scaling`` is the inverse mass matrix (a covariance); only with ``scaling``.
     potential : pymc QuadPotential, optional
         Any of PyMC's mass-matrix potentials.
     max_energy_error : float, default 1000
@@ -248,7 +249,8 @@ class StochasticDynamics(ArrayStepShared):
     ``n_constraint_hits`` (transitions rejected at a hard constraint), ``energy``,
     ``energy_error`` (last transition),
     ``step_size`` (the tuned ``ε``, before the per-transition jitter), ``step_size_bar``,
-    ``n_grad_evals``, ``gradient_noise_share`` and ``model_logp``.
+    ``n_grad_evals``, ``gradient_noise_share`` and ``model_logp`` (``lp`` in the DataTree: PyMC
+    renames it).
 
     Raises
     ------
@@ -257,7 +259,8 @@ class StochasticDynamics(ArrayStepShared):
         given as a string, a ``bool`` as a number, a ``scaling`` that is not numeric).
     ValueError
         For an argument out of its range (named in the message), a ``scaling`` of the wrong
-        shape, variables with no elements, or ``correct=True`` with ``pm.Minibatch`` data.
+        shape, ``is_cov=True`` without ``scaling``, variables with no elements, or
+        ``correct=True`` with ``pm.Minibatch`` data.
 
     References
     ----------
@@ -330,12 +333,10 @@ class StochasticDynamics(ArrayStepShared):
         target_accept = check_real(target_accept, "target_accept")
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
-        for label, value in (
-            ("target_noise_share", target_noise_share),
-            ("target_energy_error", target_energy_error),
-        ):
-            if not check_real(value, label) > 0:
-                raise ValueError(f"{label} must be > 0, got {value!r}")
+        target_noise_share = check_positive_finite(target_noise_share, "target_noise_share")
+        target_energy_error = check_positive_finite(target_energy_error, "target_energy_error")
+        if check_bool(is_cov, "is_cov") and scaling is None:
+            raise ValueError("is_cov=True says how to read scaling, but no scaling was given")
         # inf is allowed: then only a non-finite energy error makes a trajectory divergent.
         max_energy_error = check_real(max_energy_error, "max_energy_error")
         if not max_energy_error > 0:

@@ -152,8 +152,8 @@ class SFPStep(ArrayStepShared):
         whose accuracy depends on ``L``.
     batched : bool, default True
         Evaluate the points along a coordinate in one call of a vectorised compiled function
-        (``True``) or in a loop over points. Batching wins for cheap models (about 2× with few
-        data points); when arithmetic on many data points dominates, the loop can be as fast.
+        (``True``) or in a loop over points. Batching was 13–19× faster per sweep on every model
+        measured, up to a 2-16-2 network on 200 points (``benchmarks/RESULTS.md``).
     compiled : bool, optional
         Run each sweep as one call of Numba machine code
         (:func:`pymc_sfp.core.compiled_sweep.compiled_sweep`: the same draws as the NumPy sweep,
@@ -285,8 +285,8 @@ class SFPStep(ArrayStepShared):
         marginal_points = check_int_at_least(marginal_points, 0, "marginal_points", requirement)
         if marginal_points == 1:
             raise ValueError(f"{requirement}, got 1")
-        if compiled not in (None, True, False):
-            raise ValueError(f"compiled must be None, True or False, got {compiled!r}")
+        if compiled is not None:
+            compiled = check_bool(compiled, "compiled")
         if kwargs:
             raise TypeError(f"SFPStep got unexpected keyword arguments: {sorted(kwargs)}")
 

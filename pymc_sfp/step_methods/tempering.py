@@ -133,7 +133,8 @@ class ParallelTempering(ArrayStepShared):
     adapt_schedule : bool, default True
         Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
     adapt_n_chains : bool, default True
-        Let ``K`` follow the barrier estimate (``adapt_schedule`` must be on).
+        Let ``K`` follow the barrier estimate; only when ``adapt_schedule`` is on (with a fixed
+        schedule ``K`` stays fixed too, whatever this says).
     min_chains, max_chains : int, default 4 and 32
         The range of ``K`` when it adapts. ``max_chains`` also sizes the per-rung stats.
     prior_draws : bool, optional
@@ -186,9 +187,9 @@ class ParallelTempering(ArrayStepShared):
     ``swap_accept`` (acceptance probability of each pair, NaN if not proposed in that draw),
     ``n_chains``, ``barrier`` (the ``Λ`` estimate: of the last tuning round during tuning,
     then of the swaps since tuning ended), ``round_trips`` (completed since tuning ended;
-    since the last schedule change during tuning), ``model_logp``. With several rounds per draw
-    ``swap_accept`` is the mean over the rounds that proposed the pair, and ``log_likelihoods``
-    those of the last round.
+    since the last schedule change during tuning), ``model_logp`` (``lp`` in the DataTree).
+    With several rounds per draw ``swap_accept`` is the mean over the rounds that proposed the
+    pair, and ``log_likelihoods`` those of the last round.
 
     References
     ----------
@@ -255,6 +256,11 @@ class ParallelTempering(ArrayStepShared):
             raise TypeError(
                 "explorer must be a step method class (or a callable building a step method "
                 f"from vars=, model=, ...), got {explorer!r}"
+            )
+        if explorer_kwargs is not None and not isinstance(explorer_kwargs, Mapping):
+            raise TypeError(
+                "explorer_kwargs must be a dict of the explorer's arguments, got "
+                f"{explorer_kwargs!r}"
             )
         self.rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
         if len(schedule) > max_chains:
@@ -779,8 +785,9 @@ def tempering_log_evidence(idata: Any) -> LogEvidence:
     Raises
     ------
     ValueError
-        If the stats are missing (not a ``ParallelTempering`` run) or a chain's schedule changes
-        within the draws (tuning draws kept with ``discard_tuned_samples=False``).
+        If the stats are missing (not a ``ParallelTempering`` run), a chain's schedule changes
+        within the draws (tuning draws kept with ``discard_tuned_samples=False``), or its
+        ladder does not start at the prior (``β = 0``; e.g. a ``ReplicaExchangeDynamics`` run).
     """
     try:
         stats = idata["sample_stats"]
@@ -799,6 +806,13 @@ def tempering_log_evidence(idata: Any) -> LogEvidence:
             raise ValueError(
                 f"the schedule of chain {chain} changes within the draws: use only draws after "
                 "tuning (pm.sample's default discard_tuned_samples=True)"
+            )
+        if schedule[0][0] != 0.0:
+            raise ValueError(
+                f"the ladder of chain {chain} starts at β = {schedule[0][0]:.4g}, not at the "
+                "prior (β = 0): stepping stones need the whole path from the prior (the run's "
+                "log_evidence stat is NaN too); sample with a ladder from 0, as "
+                "ParallelTempering's default"
             )
         estimates.append(stepping_stone(schedule[0], ell[chain][:, rungs]))
     values = np.array([e.log_evidence for e in estimates])

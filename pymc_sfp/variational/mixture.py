@@ -61,7 +61,12 @@ from pytensor.gradient import zero_grad
 from pytensor.graph.replace import vectorize_graph
 from scipy import special
 
-from pymc_sfp._validation import check_bool
+from pymc_sfp._validation import (
+    check_bool,
+    check_positive_finite,
+    check_positive_int,
+    check_real,
+)
 from pymc_sfp.compile import compile_batched_logp, step_graph
 
 __all__ = [
@@ -139,21 +144,6 @@ def _softplus_inverse(sigma: np.ndarray) -> np.ndarray:
     return sigma + np.log(-np.expm1(-sigma))
 
 
-def _check_n_components(n_components: Any, arg: str = "n_components") -> int:
-    if isinstance(n_components, bool) or not isinstance(n_components, int | np.integer):
-        raise TypeError(f"{arg} must be an integer ≥ 1, got {n_components!r}")
-    if n_components < 1:
-        raise ValueError(f"{arg} must be an integer ≥ 1, got {n_components}")
-    return int(n_components)
-
-
-def _check_positive(value: Any, arg: str) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{arg} must be a finite number > 0, got {value}")
-    return value
-
-
 @Group.register
 class MixtureGroup(Group):
     """A softmax-weighted mixture of ``n_components`` diagonal Gaussians (nn4post §2.1).
@@ -194,8 +184,8 @@ class MixtureGroup(Group):
         init_scale: float = 2.0,
         **kwargs: Any,
     ) -> None:
-        self.n_components = _check_n_components(n_components)
-        self.init_scale = _check_positive(init_scale, "init_scale")
+        self.n_components = check_positive_int(n_components, "n_components")
+        self.init_scale = check_positive_finite(init_scale, "init_scale")
         super().__init__(group, vfam, params, *args, **kwargs)
 
     def __init_group__(self, group) -> None:
@@ -433,6 +423,10 @@ class _Plateau:
             raise StopIteration(f"Loss plateau at {i}")
 
 
+#: The keyword arguments :class:`MixtureADVI` passes on to its :class:`MixtureGroup`.
+_GROUP_KWARGS = ("model", "start", "start_sigma", "init_scale")
+
+
 class MixtureADVI(Inference):
     """Variational inference with a mixture of diagonal Gaussians (nn4post) and the stratified
     ELBO gradient, for ``pm.fit(n, method=MixtureADVI(K))``.
@@ -447,6 +441,8 @@ class MixtureADVI(Inference):
         (or three standard errors), at ``max_components``, or when the iteration budget ``n``
         of :meth:`fit` is spent. The stages are in :attr:`growth`.
     max_components : int, default 8
+        The most components: with ``grow=True`` growth stops there, and ``n_components`` may
+        not exceed it in either case.
     elbo_tol : float, default 0.1
         Least ELBO gain (nats) that keeps an added component.
     prune_weight : float or None, default 0.01
@@ -456,12 +452,20 @@ class MixtureADVI(Inference):
     elbo_draws : int, default 1000
         Draws per component of the ELBO estimates that decide growth.
     beta : float, default 1.0
-        Weight of the KL term, as in :class:`pymc.KLqp`.
+        Weight of the KL term, as in :class:`pymc.KLqp`: finite and ≥ 0.
     random_seed : int or None
         Seeds the initial means, the optimisation noise and growth. ``pm.fit(random_seed=...)``
         does not reach an Inference instance: give the seed here.
     **kwargs
         ``model``, ``start``, ``start_sigma``, ``init_scale`` for :class:`MixtureGroup`.
+
+    Raises
+    ------
+    TypeError
+        For an argument of the wrong kind (named), or a keyword argument it does not take
+        (a misspelt one would otherwise be dropped without a word).
+    ValueError
+        For a value out of its range (named).
 
     Attributes
     ----------
@@ -484,22 +488,33 @@ class MixtureADVI(Inference):
         random_seed: int | None = None,
         **kwargs: Any,
     ) -> None:
-        n_components = _check_n_components(n_components)
-        self.max_components = _check_n_components(max_components, "max_components")
+        n_components = check_positive_int(n_components, "n_components")
+        self.max_components = check_positive_int(max_components, "max_components")
         if n_components > self.max_components:
             raise ValueError(
                 f"n_components ({n_components}) must not exceed max_components "
                 f"({self.max_components})"
             )
         self.grow = check_bool(grow, "grow")
-        self.elbo_tol = float(elbo_tol)
+        self.elbo_tol = check_real(elbo_tol, "elbo_tol")
         if not (np.isfinite(self.elbo_tol) and self.elbo_tol >= 0):
             raise ValueError(f"elbo_tol must be a finite number ≥ 0, got {elbo_tol}")
-        if prune_weight is not None and not 0 <= prune_weight < 1:
-            raise ValueError(f"prune_weight must be in [0, 1) or None, got {prune_weight}")
+        if prune_weight is not None:
+            prune_weight = check_real(prune_weight, "prune_weight")
+            if not 0 <= prune_weight < 1:
+                raise ValueError(f"prune_weight must be in [0, 1) or None, got {prune_weight}")
         self.prune_weight = prune_weight
-        self.plateau_window = _check_n_components(plateau_window, "plateau_window")
-        self.elbo_draws = _check_n_components(elbo_draws, "elbo_draws")
+        self.plateau_window = check_positive_int(plateau_window, "plateau_window")
+        self.elbo_draws = check_positive_int(elbo_draws, "elbo_draws")
+        beta = check_real(beta, "beta")
+        if not (np.isfinite(beta) and beta >= 0):
+            raise ValueError(f"beta must be a finite number ≥ 0, got {beta!r}")
+        unknown = sorted(set(kwargs) - set(_GROUP_KWARGS))
+        if unknown:
+            raise TypeError(
+                f"MixtureADVI got unknown keyword arguments {unknown}; besides its own it takes "
+                f"{list(_GROUP_KWARGS)} (for the MixtureGroup)"
+            )
         self.beta = beta
         self.rng = np.random.default_rng(random_seed)
         self._group_kwargs = kwargs
@@ -549,7 +564,7 @@ class MixtureADVI(Inference):
         independent, so the standard error is their standard deviation over :math:`\\sqrt S`.
         Draws where the model's log-density is not finite are counted in the error raised.
         """
-        draws = self.elbo_draws if draws is None else _check_n_components(draws, "draws")
+        draws = self.elbo_draws if draws is None else check_positive_int(draws, "draws")
         a, mu, zeta = self._values()
         log_w, sigma = special.log_softmax(a), np.logaddexp(0.0, zeta)
         eps = self.rng.standard_normal((draws, mu.shape[1]))

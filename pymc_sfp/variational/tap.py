@@ -40,6 +40,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
 
+from pymc_sfp._validation import check_positive_int
 from pymc_sfp.core.tap import (
     Predictive,
     TAPResult,
@@ -314,6 +315,10 @@ def tap_model(
     return model
 
 
+#: Settings of :func:`pymc_sfp.core.tap.tap_fit` that :func:`fit_tap` passes on.
+_SOLVER_SETTINGS = ("damping", "tol", "max_iter", "batch")
+
+
 def fit_tap(
     model: pm.Model | None = None,
     *,
@@ -356,6 +361,12 @@ def fit_tap(
         ``loo_predictive``, ``log_evidence``, ``hist`` (residuals) and ``tap`` (the core
         result).
     """
+    unknown = sorted(set(kwargs) - set(_SOLVER_SETTINGS))
+    if unknown:
+        raise TypeError(
+            f"fit_tap got unknown keyword arguments {unknown}; the solver's settings are "
+            f"{list(_SOLVER_SETTINGS)}"
+        )
     arrays = {"X": X, "y": y, "likelihood": likelihood}
     settings = {"prior_var": prior_var, "beta": beta, "noise_var": noise_var}
     given = [k for k, v in {**arrays, **settings}.items() if v is not None]
@@ -448,6 +459,12 @@ class TAP(Inference):
         # fixed-point method has no use for; only the attributes pm.fit reads are set.
         if "max_iter" in tap_kwargs:
             raise ValueError("TAP: the iteration cap is pm.fit's n (or TAP.fit's n), not max_iter")
+        unknown = sorted(set(tap_kwargs) - set(_SOLVER_SETTINGS) - {"max_iter"})
+        if unknown:
+            raise TypeError(
+                f"TAP got unknown keyword arguments {unknown}; it takes variant, model, "
+                "random_seed, damping, tol and batch"
+            )
         if variant not in ("adaptive", "naive"):
             raise ValueError(f"variant must be 'adaptive' or 'naive', got {variant!r}")
         self.model = pm.modelcontext(model)
@@ -491,6 +508,7 @@ class TAP(Inference):
                 f"TAP.fit got options of the stochastic optimisers {sorted(kwargs)}; TAP takes "
                 "n (the iteration cap) and, at construction, variant, damping, tol and batch"
             )
+        n = check_positive_int(n, "n")  # the iteration cap of pm.fit(n)
         approx = fit_tap(
             self.model,
             variant=self.variant,

@@ -307,6 +307,19 @@ def test_bad_arguments_are_refused():
         tap_fit(X, y, "probit", beta=2.0)
     with pytest.raises(ValueError, match="noise_var is the gaussian likelihood's; the logistic"):
         tap_fit(X, y, "logistic", noise_var=1.0)
+    # Settings of the wrong kind are named, not turned into 1 (True) or failed on deep inside.
+    wrong_kind = [
+        ({"max_iter": True}, "max_iter must be a positive integer"),
+        ({"batch": True}, "batch must be a positive integer"),
+        ({"damping": "0.5"}, "damping must be a real number"),
+        ({"beta": "2"}, "beta must be a real number"),
+    ]
+    for setting, message in wrong_kind:
+        with pytest.raises(TypeError, match=message):
+            tap_fit(X, y, "perceptron", **({"beta": 2.0} | setting))
+    for setting in ({"tol": np.inf}, {"max_iter": np.nan}, {"field_scale": 0.0}):
+        with pytest.raises(ValueError, match=next(iter(setting))):
+            tap_fit(X, y, "probit", **setting)
 
 
 def test_non_convergence_warns_with_the_residual_history(regression):

@@ -205,6 +205,15 @@ def test_bad_ring_arguments(radius, sd, match):
         RingTarget("bad", radius, sd)
 
 
+def test_settings_of_the_wrong_kind_are_named():
+    with pytest.raises(TypeError, match="radius must be a real number"):
+        RingTarget("bad", "1", 0.3)
+    with pytest.raises(TypeError, match="prior_sd must be a real number"):
+        GaussianMixtureTarget(
+            "bad", [0.5, 0.5], [[0.0], [3.0]], [1.0, 1.0], prior="normal", prior_sd="1"
+        )
+
+
 def test_targets_are_frozen():
     target = TARGETS["mixture-2d"]
     with pytest.raises(AttributeError):

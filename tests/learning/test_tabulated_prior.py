@@ -66,3 +66,15 @@ def test_marginal_prior_shape_must_match(grid):
         w = pm.Uniform("w", -1, 1, shape=3)
         with pytest.raises(ValueError, match="shape"):
             marginal_prior(w, np.full(4, Marginal(grid, (grid + 1) / 2), dtype=object))
+
+
+def test_table_settings_are_checked(grid, beta_on_box):
+    marginals = np.array([Marginal(grid, beta_on_box(2.0, 3.0).cdf(grid))], dtype=object)
+    with pytest.raises(TypeError, match="floor must be a real number"):
+        log_density_table(marginals, floor="a")
+    with pytest.raises(ValueError, match=r"floor must be in \[0, 1\)"):
+        log_density_table(marginals, floor=1.0)
+    with pytest.raises(ValueError, match="points must be an integer >= 2"):
+        log_density_table(marginals, points=1)
+    with pytest.raises(TypeError, match="points must be an integer >= 2"):
+        log_density_table(marginals, points="10")

@@ -240,3 +240,48 @@ def test_posterior_predictive_goes_through_predict():
     # Given a draw, y_new − (conditional-mean prediction) is zero-mean noise.
     error = (y_new - net.predict(idata, X_new)).values.reshape(-1, len(X_new))
     assert np.all(np.abs(error.mean(axis=0)) < 4 * error.std(axis=0) / np.sqrt(len(error)))
+
+
+def test_predictions_and_output_layers_carry_the_models_labels():
+    """Labels the model gives the rows and the hidden units label ``predict`` (on the model's own
+    rows) and ``sample_output_layer``: with 0..n-1 instead, the guide's merge of a drawn output
+    layer into the posterior padded the hidden units with NaN, and subtracting a prediction from
+    the observed data aligned nothing."""
+    rows, units = list("abcdef"), list("pqr")
+    with pm.Model(coords={"row": rows, "feature": ["x0", "x1"], "net_hidden0": units}):
+        X = pm.Data("X", RNG.normal(size=(6, 2)), dims=("row", "feature"))
+        net = mlp(X, (2, 3, 2), prior="gaussian", output_layer="integrated")
+        gaussian_likelihood(net, RNG.normal(size=(6, 2)), sigma=0.5)
+        prior = pm.sample_prior_predictive(draws=3, random_seed=1, compile_kwargs=FAST)
+    layer = net.sample_output_layer(prior, random_seed=2, group="prior")
+    assert list(layer["net_hidden0"].values) == units
+    merged = prior["prior"].to_dataset().merge(layer)
+    assert merged.sizes["net_hidden0"] == 3
+    outputs = net.predict(merged)
+    assert list(outputs["row"].values) == rows and np.isfinite(outputs.values).all()
+    assert list(net.predict(merged, np.zeros((2, 2)))["row"].values) == [0, 1]
+
+
+def test_output_layer_is_conditioned_on_the_recorded_training_data():
+    """After ``pm.set_data`` of new inputs with as many rows, the conditional output layer still
+    comes from the training data that the DataTree records, not from the new inputs (which it
+    silently paired with the old targets)."""
+    X, Y = RNG.normal(size=(6, 1)), RNG.normal(size=(6, 1))
+    with pm.Model() as model:
+        net = mlp(X, (1, 2, 1), prior="gaussian", output_layer="integrated")
+        gaussian_likelihood(net, Y, sigma=0.5)
+        prior = pm.sample_prior_predictive(draws=3, random_seed=1, compile_kwargs=FAST)
+    assert "constant_data" in prior.children
+    X_test = np.array([[0.3], [-1.2]])
+    before = net.predict(prior, X_test, group="prior").values
+    try:
+        with model:
+            pm.set_data({"net_X": X[::-1] + 1.0})
+        np.testing.assert_array_equal(net.predict(prior, X_test, group="prior").values, before)
+        with model:
+            pm.set_data({"net_X": X[:4]})
+        with pytest.raises(ValueError, match="4 rows of X, 6 of y"):
+            net.predict(prior["prior"].to_dataset(), X_test)
+    finally:
+        with model:
+            pm.set_data({"net_X": X})

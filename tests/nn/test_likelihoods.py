@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 import xarray as xr
 from scipy import stats
@@ -145,7 +146,26 @@ def test_minibatch_likelihood_refusals():
             gaussian_likelihood(net, Y6, batch_size=7)
         with pytest.raises(ValueError, match="sum over the rows"):
             gaussian_likelihood(net, Y6, sigma="integrated", batch_size=2)
+        with pytest.raises(ValueError, match="not those of sigma"):
+            gaussian_likelihood(net, Y6, sigma=np.ones((6, 2)), batch_size=2)
     with pm.Model():
         net = mlp(X6, (2, 3, 2), prior="gaussian", output_layer="integrated")
         with pytest.raises(ValueError, match="sum over the rows"):
             gaussian_likelihood(net, Y6, sigma=0.3, batch_size=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"sigma": 0.5}, {"sigma": "integrated"}, {"D": 0.01}, {"output_layer": "integrated"}],
+    ids=["gaussian", "neal", "eq23", "integrated-layer"],
+)
+def test_float32_models_stay_float32(kwargs):
+    """Row counts and constants in floatX: an int64 shape or a float64 constant turned float32
+    log-densities and gradients into float64."""
+    kwargs = dict(kwargs)
+    output_layer = kwargs.pop("output_layer", "sampled")
+    with pytensor.config.change_flags(floatX="float32"), pm.Model() as model:
+        net = mlp(X6, (2, 3, 2), prior="group", output_layer=output_layer)
+        gaussian_likelihood(net, Y6, **(kwargs or {"sigma": 0.5}))
+        assert model.logp().dtype == "float32"
+        assert model.dlogp().dtype == "float32"

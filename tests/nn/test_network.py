@@ -3,6 +3,9 @@ its argument checks. Nothing is compiled."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -107,3 +110,50 @@ def test_bad_network_arguments():
             mlp(np.zeros((0, 2)), (2, 3, 1))
     with pm.Model(coords={"net_hidden0": ["a", "b"]}), pytest.raises(ValueError, match="length 2"):
         mlp(X6, (2, 3, 1))
+
+
+def test_coords_of_other_lengths_are_refused():
+    """A dim of the network given another length by the model's coords (values, or a length
+    alone) is refused when the network is built, not after sampling."""
+    with (
+        pm.Model(coords={"net_obs": range(5)}),
+        pytest.raises(ValueError, match="'net_obs' length 5, not 6"),
+    ):
+        mlp(X6, (2, 3, 1))
+    with pm.Model() as model:
+        model.add_coord("net_hidden0", length=5)
+        with pytest.raises(ValueError, match="'net_hidden0' length 5, not 3"):
+            mlp(X6, (2, 3, 1))
+
+
+def test_flags_and_inputs_of_the_wrong_kind():
+    with pm.Model():
+        with pytest.raises(TypeError, match="deterministic must be True or False, got 'no'"):
+            mlp(X6, (2, 3, 1), deterministic="no")
+        with pytest.raises(TypeError, match="centred must be True or False"):
+            mlp(X6, (2, 3, 1), prior="group", centred="yes")
+        first = mlp(X6, (2, 3, 2), name="first")
+        with pytest.raises(TypeError, match=r"X must be an array or a pm\.Data container"):
+            mlp(first.output, (2, 3, 1), name="second")
+        with pytest.raises(TypeError, match="sigma must be a number"):
+            gaussian_likelihood(first, X6, sigma=True)
+        with pytest.raises(ValueError, match=r"sigma of shape \(3,\) does not broadcast"):
+            gaussian_likelihood(first, X6, sigma=[0.1, 0.2, 0.3])
+        one_output = mlp(X6, (2, 3, 1), name="third")
+        with pytest.raises(ValueError, match=r"sigma of shape \(6,\) does not broadcast"):
+            gaussian_likelihood(one_output, X6[:, 0], sigma=np.ones(6))
+
+
+def test_a_network_does_not_keep_its_model_alive():
+    """The registry of networks is weak in the models; a network holding its model strongly
+    kept every model built with ``mlp`` (and its data) for the whole process."""
+
+    def build():
+        with pm.Model() as model:
+            net = mlp(X6, (2, 3, 1))
+        assert net.model is model
+        return weakref.ref(model)
+
+    model = build()
+    gc.collect()
+    assert model() is None

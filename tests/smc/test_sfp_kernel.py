@@ -206,7 +206,12 @@ def test_hard_constraint_gives_the_truncated_posterior():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"L": 2}, "L"), ({"n_sweeps": 0}, "n_sweeps"), ({"box_margin": 0.0}, "box_margin")],
+    [
+        ({"L": 2}, "L"),
+        ({"n_sweeps": 0}, "n_sweeps"),
+        ({"box_margin": 0.0}, "box_margin"),
+        ({"box_margin": np.inf}, "box_margin"),
+    ],
 )
 def test_bad_settings_are_refused(kwargs, match):
     with two_modes(), pytest.raises(ValueError, match=match):

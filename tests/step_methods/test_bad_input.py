@@ -41,6 +41,19 @@ def test_vars_given_twice_or_unknown_are_named_and_one_name_is_one_variable(step
         assert [v.name for v in step("a").vars] == ["a"]  # not ["a"] read as a list of letters
 
 
+@pytest.mark.parametrize("step", STEPS)
+def test_initial_point_and_compile_kwargs_of_the_wrong_form_are_named(step):
+    with pm.Model():
+        a = pm.HalfNormal("a", 1.0)
+        pm.Normal("y", a, 1.0, observed=[0.2])
+        with pytest.raises(
+            ValueError, match=r"initial_point lacks the value variables \['a_log__'\]"
+        ):
+            step(initial_point={"a": 1.0})
+        with pytest.raises(TypeError, match="compile_kwargs must be a dict"):
+            step(compile_kwargs=5)
+
+
 def test_vars_by_value_variable_name():
     with pm.Model():
         s = pm.HalfNormal("s", 1.0)

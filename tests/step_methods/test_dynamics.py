@@ -236,6 +236,9 @@ class TestBadInput:
             ({"target_accept": 1.5}, "target_accept"),
             ({"step_size_jitter": 1.0}, "step_size_jitter"),
             ({"scaling": np.ones(1), "potential": object()}, "at most one"),
+            ({"target_energy_error": np.inf}, "target_energy_error must be a finite number"),
+            ({"target_noise_share": np.inf}, "target_noise_share must be a finite number"),
+            ({"is_cov": True}, "is_cov=True says how to read scaling"),
         ],
     )
     def test_invalid_arguments(self, kwargs, match):
@@ -250,6 +253,7 @@ class TestBadInput:
             ({"correct": "no"}, "correct must be True or False, got 'no'"),
             ({"n_leapfrog": "10"}, "n_leapfrog must be an integer >= 1, got '10'"),
             ({"thin": True}, "thin must be an integer >= 1, got True"),
+            ({"is_cov": "yes", "scaling": np.ones(1)}, "is_cov must be True or False"),
         ],
     )
     def test_arguments_of_the_wrong_kind(self, kwargs, match):

@@ -162,9 +162,12 @@ def test_replica_exchange_bad_input(separated_modes):
             ReplicaExchangeDynamics([a])
         with pytest.raises(ValueError, match="n_temperatures must be an integer >= 2"):
             ReplicaExchangeDynamics(n_temperatures=1)
-        for not_an_integer in (2.5, 3.0, "3", True):
+        for not_an_integer in (2.5, 3.0):
             with pytest.raises(ValueError, match="n_temperatures must be an integer >= 2"):
                 ReplicaExchangeDynamics(n_temperatures=not_an_integer)
+        for wrong_kind in ("3", True):
+            with pytest.raises(TypeError, match="n_temperatures must be an integer >= 2"):
+                ReplicaExchangeDynamics(n_temperatures=wrong_kind)
         with pytest.raises(TypeError, match="min_beta must be a real number"):
             ReplicaExchangeDynamics(min_beta="0.1")
         with pytest.raises(ValueError, match=r"min_beta must be in \(0, 1\)"):

@@ -491,6 +491,12 @@ def test_round_trip_warning_when_draws_are_too_few(two_modes):
 def test_log_evidence_refuses_other_runs():
     with pytest.raises(ValueError, match="step=ParallelTempering"):
         tempering_log_evidence(xr.DataTree.from_dict({"sample_stats": xr.Dataset()}))
+    # A ladder that stops short of the prior (ReplicaExchangeDynamics, or betas from 0.1).
+    dims = ("chain", "draw", "rung")
+    betas = np.broadcast_to([0.1, 0.5, 1.0], (1, 4, 3))
+    stats = xr.Dataset({"betas": (dims, betas), "log_likelihoods": (dims, np.zeros((1, 4, 3)))})
+    with pytest.raises(ValueError, match=r"starts at β = 0\.1, not at the prior"):
+        tempering_log_evidence(xr.DataTree.from_dict({"sample_stats": stats}))
 
 
 def test_the_default_explorer_compiles_only_what_its_path_calls(two_modes):
@@ -535,6 +541,8 @@ def test_bad_input(two_modes):
             ParallelTempering(explorer=lambda **kw: object())
         with pytest.raises(ValueError, match="vectorized=True needs StochasticDynamics"):
             ParallelTempering(explorer=pm.Slice, vectorized=True)
+        with pytest.raises(TypeError, match="explorer_kwargs must be a dict"):
+            ParallelTempering(explorer_kwargs="abc")
         with pytest.raises(ValueError, match="got StochasticDynamics with a _Unit mass matrix"):
             ParallelTempering(explorer_kwargs={"potential": _Unit()}, vectorized=True)
     with pm.Model():

@@ -53,14 +53,27 @@ def test_bad_input_is_refused_with_the_argument_named(bimodal_1d):
     with bimodal_1d:
         with pytest.raises(ValueError, match="n_components"):
             MixtureADVI(0)
-        with pytest.raises(TypeError, match="n_components"):
+        with pytest.raises(ValueError, match=r"n_components must be a positive integer, got 1\.5"):
             MixtureADVI(1.5)
+        with pytest.raises(TypeError, match="n_components must be a positive integer"):
+            MixtureADVI("2")
         with pytest.raises(ValueError, match="max_components"):
             MixtureADVI(3, max_components=2)
         with pytest.raises(ValueError, match="start"):
             MixtureADVI(1, start={"x": np.nan})
         with pytest.raises(TypeError, match="grow must be True or False, got 'no'"):
             MixtureADVI(1, grow="no")
+        with pytest.raises(TypeError, match=r"unknown keyword arguments \['init_scal'\]"):
+            MixtureADVI(2, init_scal=50.0)
+        for beta in (-1.0, np.nan):
+            with pytest.raises(ValueError, match="beta must be a finite number ≥ 0"):
+                MixtureADVI(1, beta=beta)
+        with pytest.raises(TypeError, match="beta must be a real number"):
+            MixtureADVI(1, beta="x")
+        with pytest.raises(TypeError, match="prune_weight must be a real number"):
+            MixtureADVI(1, prune_weight="0.1")
+        with pytest.raises(TypeError, match="init_scale must be a real number"):
+            MixtureADVI(2, init_scale="a")
     with pm.Model():
         pm.Poisson("k", 3.0)
         with pytest.raises(ParametrizationError, match="Discrete"):

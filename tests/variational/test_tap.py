@@ -207,6 +207,12 @@ def test_pm_fit_with_a_tap_instance_returns_the_same_approximation(perceptron):
         pm.fit(method=pymc_sfp.TAP(model=model), model=model, obj_n_mc=10)
     with pytest.raises(ValueError, match=r"iteration cap is pm\.fit's n"):
         pymc_sfp.TAP(model=model, max_iter=10)
+    with pytest.raises(TypeError, match=r"TAP got unknown keyword arguments \['dampning'\]"):
+        pymc_sfp.TAP(model=model, dampning=0.3)
+    with pytest.raises(TypeError, match=r"fit_tap got unknown keyword arguments \['field_scale'\]"):
+        pymc_sfp.fit_tap(model, field_scale=2.0)
+    with model, pytest.raises(ValueError, match="n must be a positive integer, got 0"):
+        pm.fit(0, method=pymc_sfp.TAP())
     with pytest.raises(AttributeError, match="before fit"):
         _ = pymc_sfp.TAP(model=model).approx
 
