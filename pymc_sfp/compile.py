@@ -984,10 +984,7 @@ class LineEvaluator:
                 self._network = None
             elif networks_of(graph.model):
                 self.structure_note = "no network's single weights are coordinates of this step"
-            # A log-density that draws a minibatch per call has no line to take differences of.
-            local = None
-            if not random_generators(graph):
-                local = local_line(graph.model, graph.value_vars, layout, join, index, values)
+            local = local_line(graph.model, graph.value_vars, layout, join, index, values)
             if local is not None:
                 kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
                 self._local = _compile([x, index, values], [local.along], kwargs)

@@ -92,30 +92,34 @@ def gaussian_likelihood(
         Name of the observed variable or potential; ``f"{network.name}_y"`` by default.
     batch_size : int, optional
         Evaluate the likelihood on ``batch_size`` random rows of ``X`` and ``y`` at every
-        evaluation (``pm.Minibatch``, rows drawn with replacement), scaled up to all ``n`` rows
-        (``total_size``; with ``D``, the batch's mean loss): an unbiased estimate of the
-        log-likelihood, for the stochastic-gradient form of
-        :class:`~pymc_sfp.StochasticDynamics` (``correct=False``; see its Notes) on data too
-        large for a full gradient per step. The number of rows is that of ``y`` when the
-        likelihood is built. Only for ``sigma`` a number, a variable or ``None`` (one sd, or one
-        per output), or ``D``: Neal's integrated noise and an integrated output layer couple all
-        the rows (a log of a sum, a Cholesky factor of all of them), so a batch would not
-        estimate them without bias. The observed variable then has the batch's shape and no
-        dims; predict with :meth:`Network.predict`.
+        evaluation (``pm.Minibatch``, rows drawn with replacement), scaled up to all the rows
+        of the data containers (``total_size``, which follows ``pm.set_data``; with ``D``, the
+        batch's mean loss): an unbiased estimate of the log-likelihood, for the
+        stochastic-gradient form of :class:`~pymc_sfp.StochasticDynamics` (``correct=False``;
+        see its Notes) on data too large for a full gradient per step. Only that sampler, or
+        variational inference (``pm.fit``), takes such a model: a Metropolis test or NUTS's
+        tree on a random log-density samples a wrong posterior, and PyMC's ``pm.sample`` with
+        its default NUTS does so without a warning (the package's other steps refuse it). Only
+        for ``sigma`` a number, a variable or ``None`` (one sd, or one per output), or ``D``:
+        Neal's integrated noise and an integrated output layer couple all the rows (a log of a
+        sum, a Cholesky factor of all of them), so a batch would not estimate them without
+        bias. The observed variable then has the batch's shape and no dims: it has no
+        posterior-predictive draws of the data's rows; predict with :meth:`Network.predict`.
 
     Returns
     -------
     TensorVariable
-        The observed variable (dims ``(obs, out)``; it has posterior-predictive draws after
-        ``pm.set_data`` of new inputs), or the potential for ``"integrated"``, ``D`` and an
-        integrated output layer, which has none: predict those with :meth:`Network.predict`
-        and :meth:`Network.predict_mean` (for an integrated output layer, draws as above).
+        The observed variable (dims ``(obs, out)``; without ``batch_size`` it has
+        posterior-predictive draws after ``pm.set_data`` of new inputs), or the potential for
+        ``"integrated"``, ``D`` and an integrated output layer, which has none: predict those
+        with :meth:`Network.predict` and :meth:`Network.predict_mean` (for an integrated output
+        layer, draws as above).
 
     Raises
     ------
     TypeError
-        If ``D`` or ``sigma`` (given as a value) is not a number, or ``batch_size`` not an
-        integer.
+        If ``D`` or ``sigma`` (given as a value) is not a number, or ``batch_size`` not a
+        number (``2.5`` is a ``ValueError``).
     ValueError
         If ``y`` has NaN rows (named), a different number of rows than ``X`` or columns than
         outputs, ``sigma`` is not finite and > 0, does not broadcast against ``y`` or is an
@@ -181,7 +185,8 @@ def gaussian_likelihood(
         # One random index slices X and y alike; the forward pass is rebuilt on the batch.
         X_batch, targets = pm.Minibatch(network.X, y_data, batch_size=batch_size)
         output = graph_replace(network.output, {network.X: X_batch}, strict=True)
-        size = {"total_size": len(values)}
+        # The data's current rows, so that pm.set_data of another training set keeps the scale.
+        size = {"total_size": [y_data.shape[0], None]}
     squares = pt.sum(pt.square(targets - output))
     # The row count in floatX: an int64 shape would turn a float32 graph into float64.
     n_rows = pt.cast(targets.shape[0], squares.dtype)

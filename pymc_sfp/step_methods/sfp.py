@@ -31,7 +31,13 @@ from pymc_sfp._validation import (
     check_int_at_least,
     check_positive_finite,
 )
-from pymc_sfp.compile import LineEvaluator, constant_value, coordinate_layout, step_graph
+from pymc_sfp.compile import (
+    LineEvaluator,
+    constant_value,
+    coordinate_layout,
+    random_generators,
+    step_graph,
+)
 from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
@@ -216,9 +222,8 @@ class SFPStep(ArrayStepShared):
     as the NumPy sweep from the same random numbers (up to the last bits of floating point). It
     falls back to the NumPy sweep, with the reason in :attr:`fallback_reason` (logged at INFO),
     for ``solver="collocation"``, ``batched=False``, a model not compiled by the Numba backend
-    (``compile_kwargs`` with another mode), a log-density that draws random numbers
-    (``pm.Minibatch``), or a model the kernel cannot be compiled for. :attr:`kernel` says which
-    runs (``"numba"`` or ``"numpy"``).
+    (``compile_kwargs`` with another mode), or a model the kernel cannot be compiled for.
+    :attr:`kernel` says which runs (``"numba"`` or ``"numpy"``).
 
     *Models.* Models built with ``floatX="float32"`` are sampled as PyMC's steps sample them:
     the model evaluates in float32, the sweep runs in float64, the draws come back float32. In a
@@ -231,7 +236,8 @@ class SFPStep(ArrayStepShared):
         given as a string or a ``bool``).
     ValueError
         For an argument out of its range (named in the message), bad ``bounds``, a start
-        outside a given box, or variables with no elements.
+        outside a given box, variables with no elements, or ``pm.Minibatch`` data (a random
+        log-density).
 
     References
     ----------
@@ -293,6 +299,12 @@ class SFPStep(ArrayStepShared):
         value_vars = continuous_value_vars(model, vars, "SFPStep")
         graph = step_graph(model, value_vars, initial_point)
         check_not_empty(graph, "SFPStep")
+        if random_generators(graph):
+            raise ValueError(
+                "SFPStep does not take pm.Minibatch data: its conditionals and their Metropolis "
+                "correction need the log-density of all the data, not a random one; for "
+                "minibatches use StochasticDynamics(correct=False)"
+            )
         initial_point = graph.initial_point
 
         self.L = int(L)

@@ -169,3 +169,18 @@ def test_float32_models_stay_float32(kwargs):
         gaussian_likelihood(net, Y6, **(kwargs or {"sigma": 0.5}))
         assert model.logp().dtype == "float32"
         assert model.dlogp().dtype == "float32"
+
+
+def test_minibatch_scale_follows_new_training_rows(forward, random_point):
+    """``pm.set_data`` of another training set (9 rows instead of 6) keeps the batch estimate
+    unbiased: a scale fixed at the rows the likelihood was built with was 6/9 of the right one."""
+    X9, Y9 = RNG.normal(size=(9, 2)), RNG.normal(size=(9, 2))
+    with pm.Model() as model:
+        net = mlp(X6, (2, 3, 2), prior="gaussian")
+        term = gaussian_likelihood(net, Y6, sigma=0.3, batch_size=2)
+        pm.set_data({"net_X": X9, "net_y_data": Y9})
+    point, values = random_point(model, np.random.default_rng(4))
+    logp = model.compile_logp(vars=[term], jacobian=False, **FAST)
+    draws = np.array([logp(values) for _ in range(20_000)])
+    full = stats.norm(forward(X9, *layer_values(point, "net", 2)), 0.3).logpdf(Y9).sum()
+    assert abs(draws.mean() - full) < 4 * draws.std() / np.sqrt(len(draws))

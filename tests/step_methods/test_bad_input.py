@@ -54,6 +54,18 @@ def test_initial_point_and_compile_kwargs_of_the_wrong_form_are_named(step):
             step(compile_kwargs=5)
 
 
+def test_sfp_refuses_minibatch_data():
+    """A random log-density: SFPStep sampled it, with a wrong posterior that no seed
+    reproduced."""
+    data = np.linspace(-1.0, 1.0, 40)
+    with pm.Model():
+        batch = pm.Minibatch(data, batch_size=5)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=batch, total_size=len(data))
+        with pytest.raises(ValueError, match=r"SFPStep does not take pm\.Minibatch data"):
+            SFPStep()
+
+
 def test_vars_by_value_variable_name():
     with pm.Model():
         s = pm.HalfNormal("s", 1.0)
