@@ -80,6 +80,10 @@ class StepResult(NamedTuple):
     ess : float
         Effective sample size after the update, before resampling (NaN for the EKF).
     resampled : bool
+    distinct : float
+        Distinct particles after the step (after resampling and any move): resampling copies
+        particles, and without process noise or a move the copies stay identical, so this
+        counts what the cloud still explores (NaN for the EKF).
     skipped : bool
         The observation had missing values and only the dynamics were applied.
     acceptance : float
@@ -96,6 +100,7 @@ class StepResult(NamedTuple):
     log_evidence: float
     ess: float
     resampled: bool
+    distinct: float
     skipped: bool
     acceptance: float
     move_divergences: int
@@ -375,6 +380,7 @@ class SequentialFilter:
             log_evidence=record["log_evidence"],
             ess=record["ess"],
             resampled=record["resampled"],
+            distinct=record["distinct"],
             skipped=skipped,
             acceptance=record["acceptance"],
             move_divergences=record["move_divergences"],
@@ -425,6 +431,7 @@ class SequentialFilter:
                 new_state = ParticleState(particles, new_state.log_weights)
                 reported = self.evaluator.constrained(particles)
         record.update(self._mixture_predictive(state.log_weights, seen, inputs_ok))
+        record["distinct"] = float(len(np.unique(new_state.particles, axis=0)))
         weights = np.exp(new_state.log_weights)
         record["filtered_mean"] = {n: np.tensordot(weights, v, 1) for n, v in reported.items()}
         record["filtered_sd"] = {
@@ -502,6 +509,7 @@ class SequentialFilter:
         record: dict[str, Any] = {
             "ess": np.nan,
             "resampled": False,
+            "distinct": np.nan,
             "acceptance": np.nan,
             "move_divergences": 0,
         }
@@ -681,8 +689,8 @@ class SequentialFilter:
             * ``predictive``: ``mean``, ``sd``, ``lower``, ``upper`` of the one-step-ahead
               predictive of each step's target (made before it was seen), and the ``observed``
               target;
-            * ``filter_stats``: ``ess``, ``resampled``, ``log_evidence`` (the increments),
-              ``skipped``, ``acceptance`` and ``move_divergences`` per step.
+            * ``filter_stats``: ``ess``, ``resampled``, ``distinct``, ``log_evidence`` (the
+              increments), ``skipped``, ``acceptance`` and ``move_divergences`` per step.
 
         Raises
         ------
@@ -735,6 +743,7 @@ class SequentialFilter:
                 for key in (
                     "ess",
                     "resampled",
+                    "distinct",
                     "log_evidence",
                     "skipped",
                     "acceptance",

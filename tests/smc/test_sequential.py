@@ -56,6 +56,7 @@ def test_ekf_equals_the_kalman_filter(linear):
     np.testing.assert_allclose(predictive["mean"], np.sum(X * previous, axis=1), atol=1e-12)
     assert np.all(predictive["lower"] < predictive["mean"])
     assert idata["posterior"]["w"].shape == (1, 1000, D)
+    assert np.isnan(idata["filter_stats"]["distinct"].values).all()  # no particles
 
 
 @pytest.mark.parametrize("method", ["sir", "sipr"])
@@ -158,8 +159,13 @@ def test_resample_move_rejuvenates_a_static_cloud(linear, move):
     assert moved["filter_stats"]["move_divergences"].sum() == 0
     # Static weights (process_sd = 0): SIR alone can only lose distinct particles; the moves
     # restore them.
-    distinct = [len(np.unique(i["posterior"]["w"].values[0, :, 0])) for i in (plain, moved)]
+    distinct = [len(np.unique(i["posterior"]["w"].values[0], axis=0)) for i in (plain, moved)]
     assert distinct[0] < 100 and distinct[1] > 200
+    # The distinct stat counts them: without noise or moves it can only fall, and it ends at
+    # the cloud's count.
+    counts = plain["filter_stats"]["distinct"].values
+    assert np.all(np.diff(counts) <= 0) and counts[0] > counts[-1] == distinct[0]
+    assert moved["filter_stats"]["distinct"].values[-1] == distinct[1]
     # The static posterior is the Kalman filter's with Q = 0; the moved cloud's mean lies within
     # 4 Monte Carlo standard errors of it, taking 300 / 5 effective draws (autocorrelated
     # Metropolis moves) as a conservative effective sample size.
