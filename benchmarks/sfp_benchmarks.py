@@ -15,7 +15,8 @@ One module per benchmark, each with its runs, metrics and prose: ``sfp_samplers.
 against PyMC's samplers on multimodal mixtures), ``sfp_dimension.py`` (cost per sweep against
 the dimension), ``sfp_conditionals.py`` (quadrature against collocation builders),
 ``sfp_batched.py`` (vectorised against looped evaluation), ``sfp_unimodal.py`` (ESS per
-second against NUTS and Slice on Gaussian targets). Per-sweep times are medians over the
+second against NUTS and Slice on Gaussian targets), ``sfp_overhead.py`` (construction in fresh
+processes and a batch of points along a line). Per-sweep times are medians over the
 timed sweeps (the load average at the start is recorded), with ``marginal_points=0`` so that
 recording marginals is not timed.
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import sfp_batched
 import sfp_conditionals
 import sfp_dimension
+import sfp_overhead
 import sfp_samplers
 import sfp_unimodal
 from _common import Suite, main
@@ -114,6 +116,7 @@ SUITE = Suite(
         "conditionals": sfp_conditionals.benchmark,
         "batched": sfp_batched.benchmark,
         "unimodal": sfp_unimodal.benchmark,
+        "overhead": sfp_overhead.benchmark,
     },
     full=Settings(),
     quick=QUICK,

@@ -13,7 +13,8 @@ own ``rho`` parametrisation of the scale, ``rho2sigma`` being the same softplus)
 
 The loss is the ELBO (nn4post §2.3). Fitted through PyMC's plain ``KLqp``, whose draws pick a
 component at random, the logits :math:`a` get a gradient that is zero in expectation and random-walk
-(measured: 0.14/0.86 against a true 0.3/0.7). :class:`MixtureADVI` maximises instead the
+(``benchmarks/RESULTS.md``, "Mixture targets": from the right components with equal weights, the
+weights drift away from the exact ones). :class:`MixtureADVI` maximises instead the
 *stratified* form (NOTES §4)
 
 .. math::
