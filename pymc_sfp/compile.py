@@ -83,6 +83,7 @@ __all__ = [
     "constant_value",
     "coordinate_layout",
     "likelihood_terms",
+    "log_density_eps",
     "random_generators",
     "reseed",
     "step_graph",
@@ -187,8 +188,8 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
     PyTensor's cache key of a fused elementwise operation does not hold its outputs' dtypes, so
     the code of such a graph, cached, would be loaded for a float64 graph with the same
     operations and inputs: float64 sums accumulated in float32. Not caching it keeps every
-    other graph's cache correct; the price is that a float32 model is compiled afresh in each
-    process.
+    other graph's cache correct; the price is that a float32 model is compiled afresh each time
+    (at every step's construction).
     """
     if compile_kwargs is not None and not isinstance(compile_kwargs, Mapping):
         raise TypeError(
@@ -209,6 +210,14 @@ def _narrows_to_float32(outputs: list) -> bool:
         and any(getattr(i.type, "dtype", None) == "float64" for i in node.inputs)
         for node in apply_ancestors(outputs)
     )
+
+
+def log_density_eps(graph: StepGraph) -> float:
+    """Machine epsilon of the coarsest of the model's log-density terms: how finely the compiled
+    log-density is known (relative ``2⁻²³`` for a float32 model, whose log-density is a float32
+    number whatever type it is cast to afterwards). The terms' types, not their inputs': PyMC
+    writes constants such as ``-0.5`` as float32 in float64 models too."""
+    return max(np.finfo(term.dtype).eps for term in graph.model.logp(sum=False))
 
 
 def compile_logp_dlogp(

@@ -9,6 +9,7 @@ returns, whatever the number of chains or processes.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,12 @@ __all__ = [
 #: the coordinate's box on the sampling scale, and ``g`` with ``shift`` maps it to the scale of
 #: the marginal. Four numbers instead of the K grid points keep what a draw sends from a worker
 #: process to the trace small.
+#: Below this mean acceptance :func:`sfp_marginals` warns that the conditionals it averages
+#: are off by up to ``1 −`` the acceptance in total variation (see ``_warn_if_unresolved``).
+MIN_ACCEPT_FOR_MARGINALS = 0.98
+#: Above this share of a conditional's mass in one recorded cell (the median over draws)
+#: :func:`sfp_marginals` warns that the marginal cannot resolve the posterior.
+MAX_RECORDED_CELL_MASS = 0.5
 STAT_PREFIX_CDF = "sfp_cdf__"
 STAT_PREFIX_BOX = "sfp_box__"
 BOX_FIELDS = 4
@@ -264,10 +271,12 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
             "grids and cdfs must be arrays of the same shape (draws, points) with at least one "
             f"draw; got {grids.shape} and {cdfs.shape}"
         )
-    unique_grids, inverse, counts = np.unique(
-        grids, axis=0, return_inverse=True, return_counts=True
-    )
-    inverse = inverse.ravel()
+    # Grids told apart by their bytes: after tuning a chain's boxes, and so its grids, are all
+    # equal, and np.unique(axis=0), sorting the rows column by column, took most of the time.
+    first: dict[bytes, int] = {}
+    inverse = np.array([first.setdefault(row.tobytes(), len(first)) for row in grids])
+    counts = np.bincount(inverse)
+    unique_grids = grids[np.unique(inverse, return_index=True)[1]]
     points = np.unique(unique_grids)
     total = np.zeros_like(points)
     for g, grid in enumerate(unique_grids):
@@ -278,6 +287,33 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
 
 #: Share of one chain's marginal mass outside another chain's box above which they disagree.
 BOX_DISAGREEMENT = 1e-3
+
+
+def _warn_if_narrower_than_recorded(name: str, cdf: np.ndarray) -> None:
+    """Warn when a coordinate's conditionals put most of their mass in one cell of the recorded
+    grid: its marginal, interpolated between the recorded points, cannot resolve the posterior
+    (a posterior of width 1e-5 in a box of width 1 recorded at 100 points gave a marginal mean
+    of 5e-3, the cell's middle).
+
+    Parameters
+    ----------
+    cdf : ndarray, shape (chain, draw, *shape, K)
+    """
+    if cdf.shape[-1] < 2 or cdf.size == 0:
+        return
+    largest_cell = np.max(np.diff(cdf, axis=-1), axis=-1)  # (chain, draw, *shape)
+    typical = np.median(largest_cell.reshape(-1, *cdf.shape[2:-1]), axis=0)
+    if typical.max() > MAX_RECORDED_CELL_MASS:
+        where = np.unravel_index(int(np.argmax(typical)), typical.shape)
+        label = name + (f"[{', '.join(map(str, where))}]" if where else "")
+        warnings.warn(
+            f"the conditionals of {label} put {typical.max():.0%} of their mass in one cell of "
+            f"the {cdf.shape[-1]} recorded points (the median over draws): its marginal cannot "
+            "resolve the posterior there. Raise marginal_points, or give SFPStep bounds that "
+            "fit the posterior more closely (the draws are not affected).",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _warn_if_boxes_disagree(name: str, box: np.ndarray, cdf: np.ndarray) -> None:
@@ -374,10 +410,22 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
     -----
     UserWarning
         When a chain's conditionals put more than 0.1 % of their mass outside another chain's
-        box: automatic boxes that each hold a different part of the posterior.
+        box: automatic boxes that each hold a different part of the posterior. When the SFP
+        acceptance averaged below 0.98 (a step's own ``accept``, not a ``CompoundStep``'s):
+        each proposal comes from the tabulated conditional, so ``1 −`` the acceptance bounds
+        the total-variation distance of the conditionals from the exact ones, which the
+        marginals inherit. When a coordinate's conditionals put more than half their mass in
+        one cell of the recorded points: a posterior narrower than the recording grid.
     """
     read, stat_names = _stat_reader(idata)
-    names = [n[len(STAT_PREFIX_CDF) :] for n in stat_names if n.startswith(STAT_PREFIX_CDF)]
+    # A CompoundStep's sub-step stats are prefixed ``sampler_<i>__`` when a parallel-tempering
+    # step records its explorer's.
+    prefixes = {}
+    for stat in stat_names:
+        match = re.fullmatch(rf"(sampler_\d+__)?{STAT_PREFIX_CDF}(.+)", stat)
+        if match:
+            prefixes.setdefault(match.group(2), match.group(1) or "")
+    names = list(prefixes)
     if not names:
         raise ValueError(
             "idata holds no SFP conditional CDFs (sample stats 'sfp_cdf__*'): sample with "
@@ -393,11 +441,16 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
         if missing:
             raise ValueError(f"no SFP marginals recorded for {missing}; available: {names}")
         names = [n for n in names if n in var_names]
+    if "accept" in stat_names:
+        accept = read("accept")
+        if accept.ndim == 2:  # one step's (a CompoundStep's has a column per step)
+            _warn_if_unresolved(float(np.nanmean(accept)))
     out: dict[str, Any] = {}
     for name in names:
-        cdf = read(STAT_PREFIX_CDF + name)
-        box = read(STAT_PREFIX_BOX + name)
+        cdf = read(prefixes[name] + STAT_PREFIX_CDF + name)
+        box = read(prefixes[name] + STAT_PREFIX_BOX + name)
         _warn_if_boxes_disagree(name, box, cdf)
+        _warn_if_narrower_than_recorded(name, cdf)
         # (chain, draw, *shape, K) → (*shape, chain * draw, K)
         n_points = cdf.shape[-1]
         shape = cdf.shape[2:-1]
@@ -413,6 +466,26 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
             marginals[index] = average_conditionals(grid, cdf[index])
         out[name] = marginals
     return out
+
+
+def _warn_if_unresolved(mean_accept: float) -> None:
+    """Warn when the acceptance says the conditionals the marginals average are off.
+
+    SFP proposes each coordinate from its tabulated conditional ``q`` against the exact one
+    ``p``, an independence proposal, whose acceptance probability averages at most
+    ``1 − TV(p, q)``: ``1 − accept ≥ ∫ (p − q)₊`` (Jensen's inequality over the proposed
+    point). So ``1 −`` the mean ``accept`` bounds the average total-variation error of the
+    conditionals, and with it how far a marginal CDF, their average, can be off.
+    """
+    if mean_accept < MIN_ACCEPT_FOR_MARGINALS:
+        warnings.warn(
+            f"the SFP acceptance averaged {mean_accept:.3f}: the conditionals these marginals "
+            f"average were off by up to {1.0 - mean_accept:.2g} in probability (total variation, "
+            "averaged over the coordinates; the draws are exact all the same with "
+            "correct=True). Raise L or narrow the boxes for marginals as exact as the draws.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _stat_reader(idata: Any) -> tuple[Callable[[str], np.ndarray], list[str]]:

@@ -7,6 +7,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.blocking import DictToArrayBijection
+from pymc.step_methods import CompoundStep
 from scipy import stats
 
 import pymc_sfp
@@ -196,9 +197,11 @@ def test_chains_whose_boxes_hold_different_modes_are_warned_about():
     )  # fmt: skip
     with pytest.warns(UserWarning, match=r"boxes of x disagree.*chain 0 puts 0\.3"):
         pymc_sfp.sfp_marginals(_tree(boxes, cdfs))
-    # Boxes that both hold all the mass: no warning.
+    # Boxes that both hold all the mass: no warning (but that of these step-function CDFs,
+    # which put 70 % of the mass in one recorded cell).
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*in one cell of the 21 recorded points")
         pymc_sfp.sfp_marginals(_tree(boxes[[0, 0]], cdfs[[0, 0]]))
 
 
@@ -284,3 +287,71 @@ def test_marginals_on_each_scale_are_the_exact_marginals():
             # The conditional at L = 200, recorded at 100 points and interpolated linearly
             # between them: errors of order 1e-3; a wrong map of the grid is off by O(0.1).
             assert np.abs(marginal.cdf(x) - truth).max() < 5e-3, (name, index)
+
+
+@pytest.mark.parametrize("L", [30, 100])
+def test_the_acceptance_bounds_the_marginals_error_and_warns(L):
+    """A coarse grid mis-weights two modes 30 nats apart in each tabulated conditional: the
+    draws stay exact, the marginals do not. ``1 −`` the mean acceptance bounds their error in
+    total variation (an independence proposal's acceptance is at most ``1 − TV``), and
+    sfp_marginals warns below 0.98."""
+    target = pymc_sfp.datasets.multimodal_targets()["two-modes-110-nat"]
+    idata = sample(
+        target.model(), lambda: SFPStep(L=L), draws=300, tune=200, chains=2, random_seed=5
+    )
+    mean_accept = float(idata.sample_stats["accept"].mean())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        [marginal] = pymc_sfp.sfp_marginals(idata)["x"]
+    warned = [w for w in caught if "SFP acceptance averaged" in str(w.message)]
+    assert bool(warned) == (mean_accept < 0.98), mean_accept
+    error = abs(float(marginal.cdf(0.0)) - target.posterior_weights[0])
+    assert error <= 1.0 - mean_accept
+    if L == 30:  # the case the warning is for: off by far more than the draws' error
+        assert error > 0.05 and warned
+
+
+def test_marginals_of_a_compound_explorer_of_parallel_tempering():
+    """ParallelTempering records a CompoundStep explorer's stats as ``sampler_<i>__…``."""
+    with pm.Model() as model:  # independent: mu | y ~ N(0.25, 0.5), nu ~ its prior
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=[0.5])
+        pm.Normal("nu", 1.0, 2.0)
+
+    def explorer(vars=None, model=None, **kwargs):
+        return CompoundStep(
+            [
+                SFPStep([model["mu"]], model=model, L=50, **kwargs),
+                SFPStep([model["nu"]], model=model, L=50, **kwargs),
+            ]
+        )
+
+    idata = sample(
+        model,
+        lambda: pymc_sfp.ParallelTempering(explorer=explorer),
+        draws=40,
+        tune=40,
+        chains=1,
+    )
+    marginals = pymc_sfp.sfp_marginals(idata)
+    assert set(marginals) == {"mu", "nu"}
+    assert marginals["mu"].cdf(0.0) == pytest.approx(stats.norm.cdf(0, 0.25, 0.5**0.5), abs=0.01)
+    assert marginals["nu"].cdf(0.0) == pytest.approx(stats.norm.cdf(0, 1, 2), abs=0.01)
+
+
+@pytest.mark.parametrize("trials", [10, 100_000])
+def test_a_posterior_narrower_than_the_recorded_grid_is_warned_about(trials):
+    """p ~ U(0, 1) after 0 successes in ``trials``: Beta(1, trials + 1). At 100,000 trials the
+    posterior (mean 1e-5) lies inside the first of 100 recorded cells on [0, 1], and the
+    marginal's mean came out at the cell's middle, 5e-3; at 10 it is resolved."""
+    with pm.Model() as model:
+        p = pm.Uniform("p", 0.0, 1.0)
+        pm.Binomial("k", n=trials, p=p, observed=0)
+    idata = sample(model, SFPStep, draws=100, tune=100, chains=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        marginal = pymc_sfp.sfp_marginals(idata)["p"]
+    warned = [w for w in caught if "in one cell of the 100 recorded points" in str(w.message)]
+    assert bool(warned) == (trials == 100_000)
+    if trials == 10:
+        assert marginal.mean() == pytest.approx(1 / 12, rel=0.02)

@@ -7,7 +7,6 @@ methods evaluate the network over posterior draws in NumPy.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,14 +30,15 @@ OUTPUTS = ("linear", "softmax")
 #: Treatments of the output layer accepted by :func:`mlp`.
 OUTPUT_LAYERS = ("sampled", "integrated")
 
-# The networks :func:`mlp` built in each model, so that a step can exploit their structure (see
-# :func:`networks_of`); weak, so that a registered network does not keep its model alive.
-_NETWORKS: weakref.WeakKeyDictionary[pm.Model, list[Network]] = weakref.WeakKeyDictionary()
+# The model's attribute listing the networks :func:`mlp` built in it, so that a step can exploit
+# their structure (see :func:`networks_of`). On the model, so that it travels with a pickled
+# model; the cycle with each network's ``model`` is garbage like any other.
+_NETWORKS_ATTRIBUTE = "_pymc_sfp_networks"
 
 
 def networks_of(model: pm.Model) -> tuple[Network, ...]:
     """The networks :func:`mlp` built in ``model``, in the order they were built."""
-    return tuple(_NETWORKS.get(model, ()))
+    return tuple(vars(model).get(_NETWORKS_ATTRIBUTE, ()))
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,7 @@ class Network:
     features: TensorVariable | None = None
     output_sd: TensorVariable | float | None = None
     targets: OutputTargets | None = field(default=None, compare=False, repr=False)
-    # Weak: the registry of networks per model (weak in its keys) must not keep models alive.
-    _model_ref: weakref.ReferenceType | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def model(self) -> pm.Model | None:
-        """The model the network was built in (``None`` once it is gone)."""
-        return None if self._model_ref is None else self._model_ref()
+    model: pm.Model | None = field(default=None, compare=False, repr=False)
 
     def predict(self, idata: Any, X_new: Any = None, *, group: str = "posterior") -> xr.DataArray:
         """The network's outputs for every draw, evaluated at once in NumPy.
@@ -407,7 +401,7 @@ def mlp(
         features=features,
         output_sd=output_sd,
         targets=OutputTargets() if integrate_output else None,
-        _model_ref=weakref.ref(model),
+        model=model,
     )
-    _NETWORKS.setdefault(model, []).append(network)
+    vars(model).setdefault(_NETWORKS_ATTRIBUTE, []).append(network)
     return network

@@ -431,7 +431,7 @@ class SequentialFilter:
                 new_state = ParticleState(particles, new_state.log_weights)
                 reported = self.evaluator.constrained(particles)
         record.update(self._mixture_predictive(state.log_weights, seen, inputs_ok))
-        record["distinct"] = float(len(np.unique(new_state.particles, axis=0)))
+        record["distinct"] = float(_distinct_rows(new_state.particles))
         weights = np.exp(new_state.log_weights)
         record["filtered_mean"] = {n: np.tensordot(weights, v, 1) for n, v in reported.items()}
         record["filtered_sd"] = {
@@ -701,31 +701,35 @@ class SequentialFilter:
             raise ValueError("the filter has seen no observation yet: call update() or run()")
         steps = np.arange(self.steps)
         draws = self.evaluator.constrained(self._posterior_particles())
+        labels = {name: self._dims(name, value.shape[1:]) for name, value in draws.items()}
+        # The model's labels of every variable's dims, as the datasets' coordinates.
+        var_coords = {
+            dim: values for _, coords in labels.values() for dim, values in coords.items()
+        }
+        n_draws = next(iter(draws.values())).shape[0]
         posterior = xr.Dataset(
             {
-                name: (("chain", "draw", *dims), value[None], coords)
+                name: (("chain", "draw", *labels[name][0]), value[None])
                 for name, value in draws.items()
-                for dims, coords in [self._dims(name, value.shape[1:])]
-            }
+            },
+            coords={"chain": [0], "draw": np.arange(n_draws), **var_coords},
         )
         filtered = {}
         for key in ("filtered_mean", "filtered_sd"):
             filtered[key] = xr.Dataset(
                 {
-                    name: (("step", *dims), np.stack([r[key][name] for r in self._records]), coords)
+                    name: (
+                        ("step", *labels[name][0]),
+                        np.stack([r[key][name] for r in self._records]),
+                    )
                     for name in draws
-                    for dims, coords in [self._dims(name, draws[name].shape[1:])]
                 },
-                coords={"step": steps},
+                coords={"step": steps, **var_coords},
             )
         out_dims, out_coords = self._target_dims()
         predictive = xr.Dataset(
             {
-                short: (
-                    ("step", *out_dims),
-                    np.stack([r[key] for r in self._records]),
-                    out_coords,
-                )
+                short: (("step", *out_dims), np.stack([r[key] for r in self._records]))
                 for short, key in [
                     ("mean", "predictive_mean"),
                     ("sd", "predictive_sd"),
@@ -734,7 +738,7 @@ class SequentialFilter:
                     ("observed", "observed"),
                 ]
             },
-            coords={"step": steps},
+            coords={"step": steps, **out_coords},
             attrs={"interval": self.interval},
         )
         stats = xr.Dataset(
@@ -790,6 +794,13 @@ class SequentialFilter:
         dims = tuple(dims[1:])
         coords = {d: np.asarray(self.model.coords[d]) for d in dims if self.model.coords.get(d)}
         return dims, coords
+
+
+def _distinct_rows(values: np.ndarray) -> int:
+    """The number of distinct rows, by their bytes: resampled copies are bitwise equal. A set of
+    ``P`` byte strings, where ``np.unique(axis=0)`` sorts the rows column by column (4000
+    particles of 2201 weights: 30 ms against 0.4 s, more than the filter step itself)."""
+    return len({row.tobytes() for row in np.ascontiguousarray(values)})
 
 
 def _mixture_quantiles(

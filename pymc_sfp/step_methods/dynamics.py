@@ -39,6 +39,7 @@ from pymc_sfp._validation import (
 from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
+    log_density_eps,
     random_generators,
     reseed,
     step_graph,
@@ -389,9 +390,13 @@ class StochasticDynamics(ArrayStepShared):
             max_energy_error=self.max_energy_error,
             noisy_logp=bool(self._minibatch_rngs),
         )
+        #: Machine epsilon of the model's log-density (float32 terms round it coarsely).
+        self._logp_eps = log_density_eps(graph)
         self._compile_density(graph, compile_kwargs)
         self.reset_tuning()
         super().__init__(value_vars, graph.shared, blocked=blocked, rng=rng)
+        # Seeded from ``rng`` now, as PyMC's HMC does, for a step called without ``pm.sample``.
+        self.potential.set_rng(self.rng.spawn(1)[0])
 
     def _compile_density(self, graph: StepGraph, compile_kwargs: dict | None) -> None:
         """Compile what ``astep`` evaluates of the model (through :mod:`pymc_sfp.compile`)."""
@@ -411,6 +416,9 @@ class StochasticDynamics(ArrayStepShared):
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         super().setup_chain(rng, tune, draws)
+        # PyMC's parallel sampling sends the step as it is, without ``reset_tuning``: a step
+        # reused after another run would start from that run's step size and mass matrix.
+        self.reset_tuning()
         self.potential.set_rng(self.rng.spawn(1)[0])
         reseed(self._minibatch_rngs, self.rng)
 
@@ -461,16 +469,30 @@ class StochasticDynamics(ArrayStepShared):
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _tuning_statistic(
-        self, info: TransitionInfo, noise_share: float = 0.0
+        self,
+        info: TransitionInfo,
+        noise_share: float = 0.0,
+        logp: float | np.ndarray = 0.0,
     ) -> float | np.ndarray:
         """What dual averaging drives to its target: the acceptance probability (``exp(-|ΔH|)``
         uncorrected), 0 for a divergence, and for a trajectory stopped at a hard constraint its
         acceptance before the wall times the share of the trajectory before it (see
-        :func:`pymc_sfp.core.dynamics.transition`). One value per trajectory of a batch."""
+        :func:`pymc_sfp.core.dynamics.transition`). One value per trajectory of a batch.
+
+        An energy error within the rounding of the log-density ``logp`` at the trajectory's
+        start counts as none: a float32 log-density of 6e7 nats is known to ±4 nats, an error
+        no step size reduces, and chasing it shrank the step size until the chain froze far
+        from the posterior."""
         if self._minibatch_rngs:
             return float(np.exp(-noise_share))
         hit = np.asarray(info.hit_constraint)
         error = np.where(hit, info.energy_error_before_constraint, info.energy_error)
+        # A float64 log-density's rounding is far below any error that matters: only a coarser
+        # one is allowed for, which leaves float64 runs as they were.
+        if self._logp_eps > np.finfo(np.float64).eps:
+            rounding = 2.0 * self._logp_eps * np.abs(logp)
+            with np.errstate(invalid="ignore"):
+                error = np.sign(error) * np.maximum(np.abs(error) - rounding, 0.0)
         credit = np.where(hit, info.share_before_constraint, 1.0)
         with np.errstate(over="ignore", invalid="ignore"):
             accept = np.exp(-(np.maximum(error, 0.0) if self.correct else np.abs(error)))
@@ -509,7 +531,7 @@ class StochasticDynamics(ArrayStepShared):
         metric = Metric(potential.velocity, potential.energy, potential.random)
 
         def update_step_size(info: TransitionInfo) -> None:
-            step_adapt.update(self._tuning_statistic(info, noise_share), adapt)
+            step_adapt.update(self._tuning_statistic(info, noise_share, logp), adapt)
 
         state, stats = self._draw(
             state, step_size, metric, logp_grad, self.rng, update_step_size, n_grad, noise_scale
@@ -685,7 +707,7 @@ class LadderDynamics:
 
         def update_step_sizes(info: TransitionInfo) -> None:
             if adapt:
-                statistic = template._tuning_statistic(info)
+                statistic = template._tuning_statistic(info, logp=logp)
                 for i, k in enumerate(chains):
                     self._step_adapts[k].update(float(statistic[i]), True)
 

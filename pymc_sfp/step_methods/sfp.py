@@ -491,6 +491,12 @@ class SFPStep(ArrayStepShared):
         return None
 
     # ------------------------------------------------------------------ PyMC hooks
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        super().setup_chain(rng, tune, draws)
+        # PyMC's parallel sampling sends the step as it is, without ``reset_tuning``: a step
+        # reused after another run would start from that run's boxes.
+        self.reset_tuning()
+
     def reset_tuning(self) -> None:
         n = self.layout.size
         # Automatic boxes are NaN until the chain's first draw centres them on its start.

@@ -40,7 +40,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
 
-from pymc_sfp._validation import check_positive_int
+from pymc_sfp._validation import as_generator, check_positive_int, is_integer
 from pymc_sfp.core.tap import (
     Predictive,
     TAPResult,
@@ -319,6 +319,15 @@ def tap_model(
 _SOLVER_SETTINGS = ("damping", "tol", "max_iter", "batch")
 
 
+def _approximation_seed(random_seed: Any) -> int | None:
+    """The integer seed PyMC's approximation takes (a ``RandomState`` seed): an integer as
+    given, one drawn from a Generator; anything else refused, naming ``random_seed``."""
+    generator = as_generator(random_seed, "random_seed")
+    if random_seed is None or is_integer(random_seed):
+        return random_seed
+    return int(generator.integers(2**31))
+
+
 def fit_tap(
     model: pm.Model | None = None,
     *,
@@ -349,7 +358,9 @@ def fit_tap(
         Adaptive TAP (per-example cavity variances, correct for correlated inputs) or the paper's
         naive ``Λ = 1 − q``.
     random_seed : int or Generator, optional
-        Seeds the approximation's own random stream.
+        Seeds PyMC's approximation object. The fit itself is deterministic and PyMC's
+        ``.sample`` draws afresh unless given its own seed: reproducible draws need
+        ``.sample(draws, random_seed=)``.
     **kwargs
         Passed to :func:`pymc_sfp.core.tap.tap_fit` (``damping``, ``tol``, ``max_iter``,
         ``batch``).
@@ -403,7 +414,7 @@ def fit_tap(
         field_scale=1.0,
         **kwargs,
     )
-    approx = TAPApproximation(model=model, random_seed=random_seed)
+    approx = TAPApproximation(model=model, random_seed=_approximation_seed(random_seed))
     group = approx.groups[0]
     group.shared_params["mu"].set_value(result.mean.astype(pytensor.config.floatX))
     chol = np.linalg.cholesky(result.cov)
@@ -434,7 +445,7 @@ class TAP(Inference):
     model : pm.Model, optional
         Default: the model in context.
     random_seed : int or Generator, optional
-        Seeds the approximation's random stream.
+        As in :func:`fit_tap`.
     **tap_kwargs
         ``damping``, ``tol``, ``batch`` of :func:`pymc_sfp.core.tap.tap_fit`.
 
@@ -469,6 +480,7 @@ class TAP(Inference):
             raise ValueError(f"variant must be 'adaptive' or 'naive', got {variant!r}")
         self.model = pm.modelcontext(model)
         self.variant = variant
+        _approximation_seed(random_seed)  # refused here rather than at pm.fit
         self.random_seed = random_seed
         self.tap_kwargs = tap_kwargs
         self.hist = np.asarray(())

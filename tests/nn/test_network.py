@@ -6,12 +6,15 @@ from __future__ import annotations
 import gc
 import weakref
 
+import cloudpickle
 import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
 
+from pymc_sfp import SFPStep
 from pymc_sfp.nn import PRIORS, gaussian_likelihood, mlp
+from pymc_sfp.nn.network import networks_of
 
 RNG = np.random.default_rng(20260101)
 X6 = RNG.normal(size=(6, 2))
@@ -145,8 +148,8 @@ def test_flags_and_inputs_of_the_wrong_kind():
 
 
 def test_a_network_does_not_keep_its_model_alive():
-    """The registry of networks is weak in the models; a network holding its model strongly
-    kept every model built with ``mlp`` (and its data) for the whole process."""
+    """A model's networks and the model are garbage together: a process-wide registry of
+    networks kept every model built with ``mlp`` (and its data) for the whole process."""
 
     def build():
         with pm.Model() as model:
@@ -157,3 +160,18 @@ def test_a_network_does_not_keep_its_model_alive():
     model = build()
     gc.collect()
     assert model() is None
+
+
+def test_a_network_travels_with_its_model():
+    """Pickled (as joblib and PyMC's spawned workers do, with cloudpickle), a model keeps its
+    networks, so that SFPStep still finds their structure; a network alone pickles too."""
+    with pm.Model() as model:
+        net = mlp(X6, (2, 3, 1))
+        gaussian_likelihood(net, X6[:, 0], sigma=0.1)
+    copy_model, copy_net = cloudpickle.loads(cloudpickle.dumps((model, net)))
+    assert networks_of(copy_model) == (copy_net,) and copy_net.model is copy_model
+    with copy_model:
+        step = SFPStep(L=10, marginal_points=0)
+    assert step.evaluator.structure_note == f"network {net.name!r}"
+    alone = cloudpickle.loads(cloudpickle.dumps(net))
+    assert networks_of(alone.model) == (alone,)

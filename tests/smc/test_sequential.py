@@ -108,6 +108,28 @@ def test_incremental_updates_equal_a_batch_run(linear):
     )
 
 
+def test_the_model_labels_are_coordinates(linear):
+    """The model's coords label the weights as ``pm.sample`` labels them: coordinates to select
+    by, not attributes (which also made the tree unwritable to netCDF)."""
+    _, X, y = linear
+    with pm.Model(coords={"feature": ["a", "b"], "row": [0]}) as model:
+        X_data = pm.Data("X", X[:1])
+        y_data = pm.Data("y", y[:1], dims="row")
+        weights = pm.Normal("w", 0.0, 1.0, dims="feature")
+        pm.Normal("obs", X_data @ weights, R_SD, observed=y_data, dims="row")
+    tree = ps.sample_sequential(
+        model, {"X": X, "y": y}, particles=50, process_sd=Q_SD, random_seed=1, progressbar=False
+    )
+    for group in ("posterior", "filtered_mean", "filtered_sd"):
+        w = tree[group]["w"]
+        assert w.attrs == {} and list(w["feature"].values) == ["a", "b"]
+        assert w.sel(feature="b").shape == w.shape[:-1]
+    posterior = tree["posterior"]
+    np.testing.assert_array_equal(posterior["draw"], np.arange(50))
+    np.testing.assert_array_equal(posterior["chain"], [0])
+    assert tree["predictive"]["mean"].attrs == {}
+
+
 def test_missing_observations_are_skipped_or_refused(linear):
     model, X, y = linear
     y_missing = y.copy()

@@ -371,6 +371,22 @@ def test_reproducible_across_cores_and_compound_with_metropolis():
     assert "accept" in one.sample_stats and "n_invalid" in one.sample_stats
 
 
+def test_reused_step_starts_afresh_in_parallel_sampling():
+    """PyMC's parallel sampling sends the step as it is, without ``reset_tuning``: a step that
+    ran before (its automatic boxes tuned) must start as a fresh one does. (Two coordinates:
+    the box of a lone one does not depend on the chain.)"""
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 1)
+        pm.Normal("y", a, pm.HalfNormal("s", 1), observed=[0.1, -0.3, 0.5, 1.2])
+    with model:
+        reused = SFPStep(L=20, marginal_points=0)
+    runs = dict(draws=20, tune=50, cores=2)  # tune past the boxes' first refit
+    fresh = sample(model, lambda: SFPStep(L=20, marginal_points=0), **runs)
+    sample(model, lambda: reused, **{**runs, "cores": 1, "random_seed": 8})
+    again = sample(model, lambda: reused, **runs)
+    np.testing.assert_array_equal(fresh.posterior["a"].values, again.posterior["a"].values)
+
+
 @pytest.mark.slow
 def test_spawn_multiprocessing_matches_fork():
     with pm.Model():

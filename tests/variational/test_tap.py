@@ -324,3 +324,23 @@ def test_a_diverged_fit_refuses_to_sample_or_predict():
         approx.sample(10, random_seed=1)
     with pytest.raises(FloatingPointError, match="no finite Gaussian"):
         approx.predict(X[:2])
+
+
+def test_random_seed_takes_a_generator_and_names_a_bad_one(perceptron):
+    """The docstrings' "int or Generator": PyMC's approximation takes an integer seed only."""
+    S, sigma = perceptron
+    by_generator = pymc_sfp.fit_tap(
+        X=S, y=sigma, likelihood="probit", random_seed=np.random.default_rng(2)
+    )
+    by_int = pymc_sfp.fit_tap(X=S, y=sigma, likelihood="probit", random_seed=2)
+    np.testing.assert_array_equal(by_generator.tap.mean, by_int.tap.mean)
+    with pm.Model():
+        w = pm.Normal("w", 0.0, 1.0, shape=6)
+        pm.Bernoulli("y", p=pm.math.invprobit(pm.Data("S", S) @ w), observed=sigma > 0)
+        approx = pm.fit(method=pymc_sfp.TAP(random_seed=np.random.default_rng(2)))
+    assert np.isfinite(approx.tap.mean).all()
+    for bad in (-1, 1.5, "x"):
+        with pytest.raises((TypeError, ValueError), match="random_seed must be"):
+            pymc_sfp.fit_tap(X=S, y=sigma, likelihood="probit", random_seed=bad)
+        with pytest.raises((TypeError, ValueError), match="random_seed must be"):
+            pymc_sfp.TAP(random_seed=bad, model=pm.Model())
