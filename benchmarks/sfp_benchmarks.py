@@ -16,9 +16,10 @@ against PyMC's samplers on multimodal mixtures), ``sfp_dimension.py`` (cost per 
 the dimension), ``sfp_conditionals.py`` (quadrature against collocation builders),
 ``sfp_batched.py`` (vectorised against looped evaluation), ``sfp_unimodal.py`` (ESS per
 second against NUTS and Slice on Gaussian targets), ``sfp_overhead.py`` (construction in fresh
-processes and a batch of points along a line). Per-sweep times are medians over the
-timed sweeps (the load average at the start is recorded), with ``marginal_points=0`` so that
-recording marginals is not timed.
+processes and a batch of points along a line), ``sfp_hierarchical.py`` (a varying-intercepts
+regression: cost against the number of groups, and ESS per second). Per-sweep times are medians
+over the timed sweeps (the load average at the start is recorded), with ``marginal_points=0``
+so that recording marginals is not timed.
 
 BLAS threads: the script re-executes itself with ``OPENBLAS_NUM_THREADS`` (and the OpenMP / MKL
 equivalents) set to ``--blas-threads`` (default 1); see ``sfp_conditionals.py`` for why.
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import sfp_batched
 import sfp_conditionals
 import sfp_dimension
+import sfp_hierarchical
 import sfp_overhead
 import sfp_samplers
 import sfp_unimodal
@@ -73,6 +75,9 @@ class Settings:
     uni_dims: tuple[int, ...] = (10, 100, 300)
     uni_draws: int = 1000
     uni_tune: int = 500
+    # hierarchical
+    hier_groups: tuple[int, ...] = (100, 400, 1600, 6400)
+    hier_ess_groups: int = 100
     # sweeps timed by conditionals and batched
     warmup_sweeps: int = 3
     min_sweeps: int = 5
@@ -96,6 +101,8 @@ QUICK = Settings(
     uni_dims=(10,),
     uni_draws=100,
     uni_tune=50,
+    hier_groups=(50, 200),
+    hier_ess_groups=20,
     warmup_sweeps=1,
     min_sweeps=2,
     max_sweeps=200,
@@ -117,6 +124,7 @@ SUITE = Suite(
         "batched": sfp_batched.benchmark,
         "unimodal": sfp_unimodal.benchmark,
         "overhead": sfp_overhead.benchmark,
+        "hierarchical": sfp_hierarchical.benchmark,
     },
     full=Settings(),
     quick=QUICK,

@@ -12,8 +12,11 @@ only up to a constant of the line. This module builds that *local line*:
   scalars, whose elements are summed;
 * for coordinate ``i`` of value variable ``v``, a summand that does not read ``v`` is left out;
   a summand ``S`` shaped like ``v`` whose element ``k`` reads only element ``k`` of ``v``
-  contributes that element alone (``O(G)``); any other summand that reads ``v`` contributes its
-  sum, vectorised over the ``G`` values of ``v`` alone (``O(G · size)``);
+  contributes that element alone (``O(G)``); a vector summand that reads ``v`` only through an
+  index, ``x[idx]`` with element ``k`` of ``x`` reading only element ``k`` of ``v``, and is
+  elementwise from there on, contributes its elements ``j`` with ``idx[j] == k`` (``O(G · J)``,
+  :func:`_indexed_elements`); any other summand that reads ``v`` contributes its sum, vectorised
+  over the ``G`` values of ``v`` alone (``O(G · size)``);
 * each variable's contributions are a branch of one graph that gets the values only for the
   variable that holds the coordinate (the others get none, and compute nothing per value).
 
@@ -40,15 +43,18 @@ import numpy as np
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
-from pytensor.graph.basic import Apply
+from pytensor.graph.basic import Apply, Constant, Variable, equal_computations
 from pytensor.graph.replace import clone_replace, graph_replace, vectorize_graph
 from pytensor.graph.rewriting.utils import rewrite_graph
-from pytensor.graph.traversal import ancestors, apply_ancestors
+from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs, io_toposort
 from pytensor.raise_op import CheckAndRaise
+from pytensor.tensor.basic import Alloc
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Sum
 from pytensor.tensor.shape import Shape, Shape_i
+from pytensor.tensor.subtensor import AdvancedSubtensor, indices_from_subtensor
+from pytensor.tensor.type import TensorType, integer_dtypes
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -71,12 +77,16 @@ class LocalLine:
         a constant of the line.
     n_elements : int
         How many (summand, variable) pairs contribute one element per coordinate.
+    n_indexed : int
+        How many contribute the elements that read the coordinate through an index
+        (``theta[idx]``).
     n_summed : int
         How many contribute their whole sum.
     """
 
     along: pt.TensorVariable
     n_elements: int
+    n_indexed: int
     n_summed: int
 
 
@@ -115,7 +125,7 @@ def local_line(
     value_scale = pt.switch(is_interval, log_lower - log_upper, values)
     own_jacobian = pt.switch(is_interval, log_lower + log_upper - pt.log(b - a), 0.0)
     along = -own_jacobian
-    n_elements = n_summed = skipped = 0
+    n_elements = n_indexed = n_summed = skipped = 0
     for v, where, shape in zip(value_vars, layout.slices, layout.shapes, strict=True):
         if where.stop == where.start:
             continue  # a variable of size 0 has no coordinate
@@ -135,23 +145,25 @@ def local_line(
         contributions = []
         for sign, s in reading:
             unchecked, checks = _unchecked(s, v)
-            one = _one_element(vectorize_graph(unchecked, replace={v: rows}), s, v, element)
-            if one is not None:
+            batched = vectorize_graph(unchecked, replace={v: rows})
+            one = _one_element(batched, s, v, element, trailing=True)
+            if one is None:
+                one = _indexed_elements(unchecked, v, rows, element, k, own, count)
+                n_indexed += one is not None
+            else:
                 n_elements += 1
+            if one is not None:
                 for check in checks:
                     one = check.op(one, *check.inputs[1:])
                 contributions.append(sign * one.astype("float64"))
             else:
-                batched = vectorize_graph(s, replace={v: rows})
                 n_summed += 1
-                contributions.append(
-                    sign * batched.astype("float64").sum(axis=tuple(range(1, batched.ndim)))
-                )
+                contributions.append(sign * _summed_along(s, v, rows, count))
         along = pt.inc_subtensor(along[:count], pt.add(*contributions))
-    if n_elements == 0 and skipped == 0:
+    if n_elements == 0 and n_indexed == 0 and skipped == 0:
         return None
     [joined], _ = join([along])
-    return LocalLine(joined, n_elements, n_summed)
+    return LocalLine(joined, n_elements, n_indexed, n_summed)
 
 
 def _unravelled(k: pt.TensorVariable, shape: tuple[int, ...]) -> tuple:
@@ -201,6 +213,197 @@ def _summands(term: pt.TensorVariable, sign: float) -> list[tuple[float, pt.Tens
     return [(sign, term)]
 
 
+def _summed_along(
+    summand: pt.TensorVariable,
+    v: pt.TensorVariable,
+    rows: pt.TensorVariable,
+    count: pt.TensorVariable,
+) -> pt.TensorVariable:
+    """The sum of ``summand`` at each of the ``count`` rows of ``v``, shape ``(count,)``.
+
+    Its other inputs (the other variables, ``pm.Data``) get a leading axis of length 1 where
+    ``count`` is positive and 0 where it is not, so that in the branch of a variable that holds
+    no coordinate nothing is computed: what reads only them (``theta[idx]`` of the whole data
+    set) would otherwise be computed at every call, for every coordinate of every variable. Its
+    second axis has length 1, which broadcasts against the rows: what reads only them is
+    computed once a call, not once a row (a Cholesky factor of another variable)."""
+    on = pt.switch(count > 0, 1, 0)
+    replace = {v: rows[None][:on]}
+    for other in graph_inputs([summand]):
+        if (
+            other is not v
+            and isinstance(other.type, TensorType)
+            and not isinstance(other, Constant)
+        ):
+            replace[other] = other[None, None][:on]
+    try:
+        batched = vectorize_graph(summand, replace=replace)
+    except NotImplementedError:  # an operation of only the others that cannot be batched
+        batched = vectorize_graph(summand, replace={v: rows})[None]
+    batched = batched.astype("float64")
+    return batched.sum(axis=(0, *range(2, batched.ndim)))
+
+
+def _indexed_elements(
+    summand: pt.TensorVariable,
+    v: pt.TensorVariable,
+    rows: pt.TensorVariable,
+    element: tuple,
+    k: pt.TensorVariable,
+    own: pt.TensorVariable,
+    count: pt.TensorVariable,
+) -> pt.TensorVariable | None:
+    """Per row of ``rows``, the sum of the elements of ``summand`` that read element ``k`` of
+    ``v``, where ``summand`` reads ``v`` only through gathers ``x[idx]`` by one index vector
+    (the likelihood of a hierarchical model, ``a[group]``); else ``None``.
+
+    The conditions, each shown on the graph: ``v`` and ``summand`` are vectors; every path from
+    ``v`` to ``summand`` passes through a gather ``x[idx]`` whose ``idx`` (the same for all)
+    does not read ``v``; element ``k`` of each ``x`` reads only element ``k`` of ``v``
+    (:func:`_one_element`); and from the gathered vectors to ``summand`` there are only
+    elementwise operations (and broadcasts of a vector to its own shape). Then element ``j`` of
+    ``summand`` reads ``v[k]`` if and only if ``idx[j] == k``, and those elements are computed
+    alone: the graph from the gathers on, with each gathered vector replaced by ``x[k]`` along
+    the line and each other vector input by its elements at those positions (``O(G · J)`` for
+    ``J`` of them, against ``O(G · size)`` summed in full; finding them, see
+    :func:`_positions_of`)."""
+    if v.ndim != 1 or summand.ndim != 1:
+        return None
+    gathers = [
+        node
+        for node in apply_ancestors([summand])
+        if isinstance(node.op, AdvancedSubtensor) and v in ancestors([node.inputs[0]])
+    ]
+    if not gathers:
+        return None
+    indices = [_gather_index(node, v) for node in gathers]
+    index = indices[0]
+    if any(i is None or not (i is index or equal_computations([i], [index])) for i in indices):
+        return None
+    gathered = [node.outputs[0] for node in gathers]
+    if v in ancestors([summand], blockers=gathered) or any(
+        other in apply_ancestors([node.inputs[0]]) for node in gathers for other in gathers
+    ):
+        return None  # read besides the gathers, or a gather of a gather
+    replaced = {}
+    for node in gathers:
+        line = _element_along(node.inputs[0], v, rows, element, own)
+        if line is None:
+            return None
+        replaced[node.outputs[0]] = line[:, None]
+    positions = _positions_of(index, gathers[0].inputs[0], k, count)
+    outside = {}
+    for node in io_toposort(gathered, [summand]):
+        if not any(i in replaced for i in node.inputs):
+            continue
+        if any(out.ndim != 1 for out in node.outputs):
+            return None
+        first = node.inputs[0]
+        if isinstance(node.op, Alloc) and first in replaced and first.type == node.outputs[0].type:
+            outputs = [replaced[first]]  # a broadcast of a vector to its own shape
+        elif isinstance(node.op, Elemwise):
+            inputs = [
+                replaced[i] if i in replaced else _at_positions(i, positions, outside)
+                for i in node.inputs
+            ]
+            outputs = node.op.make_node(*inputs).outputs
+        else:
+            return None
+        replaced |= dict(zip(node.outputs, outputs, strict=True))
+    along = pt.broadcast_to(replaced[summand], (count, positions.shape[0]))
+    return along.sum(axis=1)
+
+
+def _positions_of(
+    index: pt.TensorVariable, x: pt.TensorVariable, k: pt.TensorVariable, count: pt.TensorVariable
+) -> pt.TensorVariable:
+    """The positions ``j`` where ``index[j]`` (into the vector ``x``, negative from the end) is
+    ``k``, none where ``count`` is 0 (the branch of a variable that holds no coordinate).
+
+    A constant index into a vector of static size is grouped once, here, and a coordinate's
+    positions are a slice of the grouping (``O(J)``). Any other (``pm.Data``, which
+    ``pm.set_data`` may change) is searched at each call (``O(len(index))``, so a sweep grows
+    like the number of coordinates times that)."""
+    size = x.type.shape[0]
+    if size is not None and all(isinstance(a, Constant) for a in graph_inputs([index])):
+        wrapped = np.asarray(index.eval(), dtype=np.int64)
+        wrapped = np.where(wrapped < 0, wrapped + size, wrapped)
+        order = np.argsort(wrapped, kind="stable")
+        starts = pt.constant(np.searchsorted(wrapped[order], np.arange(size + 1)))
+        stop = pt.switch(count > 0, starts[k + 1], starts[k])
+        return pt.constant(order)[starts[k] : stop]
+    wrapped = pt.switch(index < 0, index + x.shape[0], index)
+    wrapped = wrapped[: pt.switch(count > 0, wrapped.shape[0], 0)]
+    return pt.nonzero(pt.eq(wrapped, k))[0]
+
+
+def _is_gather(node: Apply) -> bool:
+    """Whether ``node`` is ``x[index]``: a vector indexed by one integer vector, giving a vector
+    of no static length 1."""
+    x, *rest = node.inputs
+    indices = indices_from_subtensor(rest, node.op.idx_list)
+    if x.ndim != 1 or len(indices) != 1 or node.outputs[0].type.broadcastable != (False,):
+        return False
+    [index] = indices
+    return (
+        isinstance(index, Variable)
+        and isinstance(index.type, TensorType)
+        and index.dtype in integer_dtypes
+        and index.ndim == 1
+    )
+
+
+def _gather_index(node: Apply, v: pt.TensorVariable) -> pt.TensorVariable | None:
+    """The index vector of ``node`` if it is a gather (:func:`_is_gather`) whose index does not
+    read ``v``; else ``None``."""
+    if not _is_gather(node) or v in ancestors([node.inputs[1]]):
+        return None
+    return node.inputs[1]
+
+
+def _element_along(
+    x: pt.TensorVariable,
+    v: pt.TensorVariable,
+    rows: pt.TensorVariable,
+    element: tuple,
+    own: pt.TensorVariable,
+) -> pt.TensorVariable | None:
+    """Element ``element`` of ``x`` along the line (``own``: the values of ``v`` there), if it
+    reads only that element of ``v`` (:func:`_one_element`); else ``None``."""
+    if x is v:
+        return own
+    unchecked, checks = _unchecked(x, v)
+    one = _one_element(vectorize_graph(unchecked, replace={v: rows}), x, v, element)
+    if one is None:
+        return None
+    for check in checks:
+        one = check.op(one, *check.inputs[1:])
+    return one.astype(x.dtype)
+
+
+def _at_positions(
+    x: pt.TensorVariable, positions: pt.TensorVariable, memo: dict
+) -> pt.TensorVariable:
+    """``x`` at ``positions`` where it is a vector, as it is (a scalar or broadcast) else.
+
+    An elementwise operation is taken at the positions of its inputs (``b * x[positions]``,
+    not ``(b * x)[positions]``, which would compute the whole vector at every call)."""
+    if x.ndim == 0 or x.type.broadcastable[0]:
+        return x
+    if x not in memo:
+        node = x.owner
+        if node is not None and isinstance(node.op, Elemwise) and x.ndim == 1:
+            inputs = [_at_positions(i, positions, memo) for i in node.inputs]
+            memo |= dict(zip(node.outputs, node.op.make_node(*inputs).outputs, strict=True))
+        elif node is not None and isinstance(node.op, AdvancedSubtensor) and _is_gather(node):
+            # Another variable's vector through its own index (a second grouping).
+            source, index = node.inputs
+            memo[x] = source[_at_positions(index, positions, memo)]
+        else:
+            memo[x] = x[positions]
+    return memo[x]
+
+
 #: Rewrites that lift an index through the operations of a log-density (and fold what is left).
 _LIFT = ("canonicalize", "stabilize", "specialize")
 
@@ -210,11 +413,18 @@ def _one_element(
     summand: pt.TensorVariable,
     v: pt.TensorVariable,
     element: tuple,
+    *,
+    trailing: bool = False,
 ) -> pt.TensorVariable | None:
     """Element ``element`` of each row of ``batched`` (``summand`` vectorised over rows of
     ``v``), if ``summand`` is shaped like ``v`` and PyTensor's rewrites reduce that element to a
-    graph that reads no value of ``v`` (see the module docstring); else ``None``."""
-    if summand.ndim != v.ndim or summand.ndim == 0:
+    graph that reads no value of ``v`` (see the module docstring); else ``None``.
+
+    With ``trailing``, ``summand`` may also have axes after those shaped like ``v`` (``y`` of
+    shape ``(N, T)`` with mean ``theta[:, None]``): its sub-array at ``element`` is taken, and
+    summed over them."""
+    extra = summand.ndim - v.ndim
+    if v.ndim == 0 or extra < 0 or (extra and not trailing):
         return None
     if not _same_shape(summand, v):
         return None
@@ -226,14 +436,16 @@ def _one_element(
     for node in apply_ancestors([one]):
         if v in node.inputs and not isinstance(node.op, Shape | Shape_i):
             return None
-    return one
+    return one.sum(axis=tuple(range(1, one.ndim))) if extra else one
 
 
 def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable) -> bool:
-    """Whether ``a`` and ``b`` have the same shape, statically or by PyTensor's shape rewrites."""
-    if None not in a.type.shape and a.type.shape == b.type.shape:
+    """Whether the leading axes of ``a`` have the shape of ``b``, statically or by PyTensor's
+    shape rewrites."""
+    leading = a.type.shape[: b.ndim]
+    if None not in leading and leading == b.type.shape:
         return True
-    [same] = rewrite_graph([pt.all(pt.eq(a.shape, b.shape))], include=("canonicalize",))
+    [same] = rewrite_graph([pt.all(pt.eq(a.shape[: b.ndim], b.shape))], include=("canonicalize",))
     return isinstance(same, pt.TensorConstant) and bool(same.data)
 
 

@@ -1074,7 +1074,8 @@ class LineEvaluator:
                 return False
         self.line_note = (
             f"the terms that read the coordinate: {local.n_elements} (term, variable) pairs "
-            f"one element each, {local.n_summed} in full"
+            f"one element each, {local.n_indexed} the elements that index it, "
+            f"{local.n_summed} in full"
         )
         return True
 

@@ -14,6 +14,21 @@ from tests.helpers import assert_moments, sample
 Y = np.array([1.2, -0.4, 2.0, 0.3, -1.5])
 
 
+def assert_line_is_the_log_density(line: LineEvaluator, start: np.ndarray, seed: int) -> None:
+    """Along every coordinate the line changes as the log-density does."""
+    rng = np.random.default_rng(seed)
+    for i in range(start.size):
+        values = start[i] + rng.normal(size=4)
+        logp, _ = line.along(start, i, values)
+        moved = []
+        for value in values:
+            point = start.copy()
+            point[i] = value
+            moved.append(line.logp(point))
+        change, exact = np.diff(logp), np.diff(moved)
+        np.testing.assert_allclose(change, exact, rtol=1e-10, atol=1e-10, err_msg=f"coordinate {i}")
+
+
 def evaluator(model: pm.Model) -> LineEvaluator:
     graph = step_graph(model, model.value_vars)
     layout = coordinate_layout(model, model.value_vars, graph.initial_point)
@@ -32,7 +47,10 @@ def test_a_separable_model_reads_one_element_per_coordinate():
         pm.Potential("target", pt.sum(per_coordinate))
     line = evaluator(model)
     assert line.relative
-    assert "2 (term, variable) pairs one element each, 0 in full" in line.line_note
+    assert (
+        "2 (term, variable) pairs one element each, 0 the elements that index it, 0 in full"
+        in line.line_note
+    )
     graph = line._local.maker.fgraph
     assert not graph.clients[graph.inputs[0]]  # the coordinates x
     start = np.linspace(-3.0, 3.0, 200)
@@ -59,7 +77,10 @@ def test_a_hierarchical_model_is_the_log_density_up_to_a_constant():
     assert line.relative
     # v: its own term and y's, one element each, the pairs in full; u: its term and both
     # potentials one element each; mu and sigma: their own terms and v's in full.
-    assert "5 (term, variable) pairs one element each, 6 in full" in line.line_note
+    assert (
+        "5 (term, variable) pairs one element each, 0 the elements that index it, 6 in full"
+        in line.line_note
+    )
     rng = np.random.default_rng(3)
     start = np.concatenate([[0.3, -0.2], rng.normal(size=5), rng.uniform(-0.9, 1.9, size=6)])
     for i in range(start.size):
@@ -106,3 +127,116 @@ def test_a_hole_without_density_keeps_the_local_line(hole):
         x = pm.Normal("x", 0.0, 1.0, shape=20)
         pm.Potential("hole", pt.sum(pt.switch(pt.abs(x - 0.3) < 0.2, hole, 0.0)))
     assert evaluator(model).relative
+
+
+# Groups of a hierarchical regression: group 3 has no rows; -1 reads the last group (4).
+GROUP = np.array([0, 2, 2, 1, -1, 0, 4, 2, 1, 0, 0, 4])
+X = np.linspace(-1.0, 1.0, GROUP.size)
+Y_GROUPS = np.array([0.5, -0.2, 1.1, 0.4, -0.9, 0.8, -1.3, 1.5, 0.1, 0.6, 0.3, -1.0])
+
+
+def hierarchical_regression(data: bool) -> pm.Model:
+    """y_j ~ N(mu + tau z[group_j] + w[j % 3] + b x_j, sigma), non-centred: the likelihood reads
+    z through ``(mu + tau z)[group]``, the groups a constant or ``pm.Data``, and w through a
+    second, crossed grouping."""
+    with pm.Model() as model:
+        group = pm.Data("group", GROUP) if data else GROUP
+        mu = pm.Normal("mu", 0.0, 1.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=5)
+        w = pm.Normal("w", 0.0, 1.0, shape=3)
+        b = pm.Normal("b", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        mean = (mu + tau * z)[group] + w[np.arange(GROUP.size) % 3] + b * X
+        pm.Normal("y", mean, sigma, observed=Y_GROUPS)
+    return model
+
+
+@pytest.mark.parametrize("data", [False, True], ids=["constant", "pm.Data"])
+def test_an_indexed_likelihood_reads_the_rows_of_its_group(data):
+    """A group's coordinate reads the likelihood's rows of that group alone ((term, variable)
+    pairs found "through the index": z's and w's), including a group with no rows and one
+    reached by a negative index, and the crossed grouping's effect only at those rows; the
+    scalars read every row. Along every coordinate the line is the log-density up to a
+    constant, with a constant index (grouped once) and with a ``pm.Data`` index (searched at
+    each call), also after ``pm.set_data`` regroups the rows."""
+    model = hierarchical_regression(data)
+    line = evaluator(model)
+    assert line.relative
+    assert "2 the elements that index it" in line.line_note
+    start = np.random.default_rng(5).normal(size=12)
+    assert_line_is_the_log_density(line, start, seed=1)
+    if data:
+        with model:
+            pm.set_data({"group": GROUP[::-1].copy()})
+        assert_line_is_the_log_density(line, start, seed=2)
+
+
+@pytest.mark.parametrize(
+    "likelihood",
+    [
+        lambda z, group: (z[group] + z[0], 1.0),  # reads z[0] besides the index
+        lambda z, group: (pt.cumsum(z[group]), 1.0),  # not elementwise after the index
+        lambda z, group: (z[group], pt.exp(z[group % 2])),  # two different indices
+    ],
+    ids=["read-besides", "cumsum", "two-indices"],
+)
+def test_what_is_not_an_indexed_read_is_summed_in_full(likelihood):
+    """Where element j of the likelihood may read more than ``z[group_j]``, the likelihood is
+    summed in full at every coordinate of z (none "through the index"), and the line stays the
+    log-density up to a constant."""
+    with pm.Model() as model:
+        z = pm.Normal("z", 0.0, 1.0, shape=5)
+        mu, sigma = likelihood(z, GROUP)
+        pm.Normal("y", mu, sigma, observed=Y_GROUPS)
+    line = evaluator(model)
+    assert line.relative
+    assert "0 the elements that index it, 1 in full" in line.line_note
+    assert_line_is_the_log_density(line, np.random.default_rng(6).normal(size=5), seed=3)
+
+
+def test_sfp_samples_a_grouped_conjugate_model_through_the_index():
+    """z_k ~ N(0, 1), y_j ~ N(z[group_j], 0.5²): z_k | y ~ N(m_k, 1 / p_k) with p_k = 1 + 4 n_k
+    and m_k = 4 Σ_{group_j = k} y_j / p_k, independent (group 3 has no rows: the prior). Means
+    and second moments within 4 MCSE, sampled on the line through the index."""
+    with pm.Model() as model:
+        z = pm.Normal("z", 0.0, 1.0, shape=5)
+        pm.Normal("y", z[GROUP], 0.5, observed=Y_GROUPS)
+    groups = np.where(GROUP < 0, GROUP + 5, GROUP)
+    precision = 1.0 + 4.0 * np.bincount(groups, minlength=5)
+    mean = 4.0 * np.bincount(groups, weights=Y_GROUPS, minlength=5) / precision
+    steps = []
+    idata = sample(
+        model,
+        lambda: steps.append(SFPStep(L=30)) or steps[-1],
+        draws=1500,
+        tune=300,
+        random_seed=12,
+    )
+    assert "1 the elements that index it" in steps[0].evaluator.line_note
+    assert_moments(idata, "z", mean, np.outer(mean, mean) + np.diag(1.0 / precision))
+
+
+@pytest.mark.parametrize(
+    ("mean", "rows", "element_pairs"),
+    [
+        (lambda theta: theta[:, None], 1, 2),  # row k reads theta[k]: one row each
+        (lambda theta: (theta + pt.roll(theta, 1))[:, None], 1, 1),  # row k: theta[k], [k-1]
+        (lambda theta: theta[None, :], 0, 1),  # column k reads theta[k]: summed in full
+    ],
+    ids=["row", "row-and-neighbour", "column"],
+)
+def test_a_likelihood_broadcast_along_a_trailing_axis_reads_one_row(mean, rows, element_pairs):
+    """y of shape (6, 3) (or (3, 6)) with a mean broadcast from theta (6,): where row k reads
+    theta[k] alone, theta's coordinate k reads row k of the likelihood, summed (one "element");
+    a row that also reads a neighbour, or a column, is summed in full. Along every coordinate the
+    line is the log-density up to a constant."""
+    observed = np.linspace(-1.0, 1.0, 18).reshape((6, 3) if rows else (3, 6))
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1.0)
+        theta = pm.Normal("theta", 0.0, tau, shape=6)
+        pm.Normal("y", mean(theta), 0.5, observed=observed)
+    line = evaluator(model)
+    assert line.relative
+    assert f"{element_pairs} (term, variable) pairs one element each" in line.line_note
+    assert_line_is_the_log_density(line, np.random.default_rng(8).normal(size=7), seed=4)
