@@ -12,7 +12,8 @@ The filter's noise sd (``filter_noise_sd``, 0.1) is larger than the data's (0.01
 with 100 particles in 21 dimensions a likelihood as sharp as the data's noise gives one particle
 nearly all the weight at every step, so that SIPR resamples at every step and equals SIR (one
 exploratory stream of 200 steps with the filter's sd 0.01 and random-walk sd 0.003 gave RMS errors
-EKF 0.84, SIR 1.69, SIPR 1.69).
+EKF 0.84, SIR 1.69, SIPR 1.69; that EKF started at the prior's mode, where it learns only the output
+bias, and now starts at a draw of the prior).
 
 The error is the paper's: the root mean square of the one-step-ahead prediction errors
 ``ŷ_k − y_k`` (the predictive mean made before ``y_k`` is seen) over all steps of a run; the

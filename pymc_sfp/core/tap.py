@@ -74,6 +74,8 @@ from pymc_sfp._validation import (
 )
 
 __all__ = [
+    "GROWTH_FACTOR",
+    "GROWTH_WINDOW",
     "LIKELIHOODS",
     "N_QUADRATURE",
     "LearningCurve",
@@ -98,8 +100,18 @@ _T_NODES = np.linspace(-13.0, 13.0, N_QUADRATURE)
 _LOG_T_WEIGHTS = -0.5 * _T_NODES**2 - _LOG_SQRT_2PI + np.log(_T_NODES[1] - _T_NODES[0])
 
 
+#: Divergence by growth: from ``2 · GROWTH_WINDOW`` iterations of a stage on (looked at every
+#: tenth), the median residual of the last ``GROWTH_WINDOW`` exceeding ``GROWTH_FACTOR`` times the
+#: stage's start (the larger of its first residual and the median of its first window) stops the
+#: fit. A converging iteration's
+#: residuals fall: on 546 converging stages of naive and adaptive fits (perceptron, probit,
+#: logistic, gaussian; damping 0.1–1) that median never rose above 0.16 times the start.
+GROWTH_WINDOW, GROWTH_FACTOR = 50, 2.0
+
+
 class TAPConvergenceWarning(UserWarning):
-    """The TAP / EP iteration stopped at its iteration cap before reaching its tolerance."""
+    """The TAP / EP iteration stopped at its iteration cap before reaching its tolerance, or
+    diverged (overflowed, or its residuals grew) and was stopped early."""
 
 
 class TAPState(NamedTuple):
@@ -155,6 +167,9 @@ class TAPResult(NamedTuple):
         The prior variances.
     field_scale : float
         ``c`` in ``h = c w·s``.
+    diverged : str
+        Why the iteration was stopped early, ``""`` if it was not: it overflowed, or its residuals
+        grew (see :data:`GROWTH_FACTOR`); the stages after that one were not run.
     """
 
     mean: np.ndarray
@@ -172,6 +187,7 @@ class TAPResult(NamedTuple):
     noise_var: float
     prior_var: np.ndarray
     field_scale: float
+    diverged: str = ""
 
     @property
     def var(self) -> np.ndarray:
@@ -360,15 +376,17 @@ def _gaussian(
     A: np.ndarray, v0: np.ndarray, tau: np.ndarray, nu: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None:
     """Mean, covariance, field means and variances of ``q(w) ∝ N(w; 0, diag v₀) Π sites``, and
-    ``ln|Σ|``; ``None`` when the precision is not positive definite (negative sites)."""
+    ``ln|Σ|``; ``None`` when the precision is not positive definite (negative sites) or the
+    sites are not finite (a diverged iteration's last iterate)."""
     precision = np.diag(1.0 / v0) + (A.T * tau) @ A
-    if not np.isfinite(precision).all():
+    shift = A.T @ nu
+    if not (np.isfinite(precision).all() and np.isfinite(shift).all()):
         return None
     try:
         chol = linalg.cholesky(precision, lower=True)
     except linalg.LinAlgError:
         return None
-    mean = linalg.cho_solve((chol, True), A.T @ nu)
+    mean = linalg.cho_solve((chol, True), shift)
     cov = linalg.cho_solve((chol, True), np.eye(len(v0)))
     log_det_cov = -2.0 * np.sum(np.log(np.diag(chol)))
     # diag(A Σ Aᵀ) through a matrix product: a triangular solve with OpenBLAS's threads was up to
@@ -539,8 +557,11 @@ def tap_fit(
     Warns
     -----
     TAPConvergenceWarning
-        When a stage reaches ``max_iter`` without meeting ``tol``; the message says what to change
-        and the residual history is ``result.residuals``.
+        When a stage reaches ``max_iter`` without meeting ``tol``, or the iteration diverges: it
+        overflows, or after ``2 · GROWTH_WINDOW`` (100) iterations of a stage the median of its
+        last 50 residuals is more than twice the stage's start. A diverging fit stops there,
+        without running the later stages (``result.diverged`` says why); the message says what to
+        change and the residual history is ``result.residuals``.
     """
     if variant not in ("adaptive", "naive"):
         raise ValueError(f"variant must be 'adaptive' or 'naive', got {variant!r}")
@@ -576,19 +597,20 @@ def tap_fit(
     tau, nu = np.zeros(m), np.zeros(m)
     M, V = np.zeros(m), np.full(m, float(np.sum(v0 * np.mean(A**2, axis=0))))
     lam = float(lik["s2"] * np.sum(v0))
-    converged, diverged, prev = False, False, 0
-    for k in stops:
+    converged, diverged, prev = False, "", 0
+    for stage, k in enumerate(stops, 1):
         if variant == "naive" and prev > 0:
             # A newly added example's cavity is the current posterior's prediction for it.
             M[prev:k] = A[prev:k] @ _naive_mean(A[:prev], y[:prev], v0, M[:prev], lam, lik)
-        prev, converged = k, False
+        prev, converged, stage_start = k, False, len(residuals)
+        where = f"in stage {stage} of {len(stops)} (the first {k} of {m} examples)"
         for _ in range(int(max_iter)):
             # A diverging iteration overflows; it is caught here, its step is dropped (the result
             # keeps the last finite iterate) and it is reported as not converged.
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 new = _step(variant, A[:k], y[:k], v0, tau[:k], nu[:k], M[:k], V[:k], lam, lik)
-            diverged = new is None or not np.isfinite(new[0]) or not np.isfinite(new[2])
-            if diverged:
+            if new is None or not np.isfinite(new[0]) or not np.isfinite(new[2]):
+                diverged = f"it overflowed {where}"
                 break
             resid, lam = new[0], new[2]
             if variant == "naive":
@@ -599,12 +621,31 @@ def tap_fit(
             if resid < tol:
                 converged = True
                 break
+            growth = _growth(residuals[stage_start:])
+            if growth:
+                diverged = f"{growth} {where}"
+                break
         if diverged:
             break
     result = _finish(
         A, y, v0, variant, lik, tau, nu, M, V, lam, converged, diverged, residuals, c, damping
     )
     return result if informative.all() else _with_rows_of_zeros(result, y_all, informative)
+
+
+def _growth(stage: list[float]) -> str:
+    """``""``, or how a stage's residuals grew (see :data:`GROWTH_FACTOR`); looked at every
+    tenth iteration, which costs little next to the iteration's own."""
+    if len(stage) < 2 * GROWTH_WINDOW or len(stage) % 10:
+        return ""
+    start = max(stage[0], float(np.median(stage[:GROWTH_WINDOW])))
+    recent = float(np.median(stage[-GROWTH_WINDOW:]))
+    if recent <= GROWTH_FACTOR * start:
+        return ""
+    return (
+        f"its residuals grew from {start:.3g} to a median of {recent:.3g} over the last "
+        f"{GROWTH_WINDOW} of {len(stage)} iterations"
+    )
 
 
 def _with_rows_of_zeros(result: TAPResult, y: np.ndarray, informative: np.ndarray) -> TAPResult:
@@ -659,7 +700,7 @@ def _finish(
     V: np.ndarray,
     lam: float,
     converged: bool,
-    diverged: bool,
+    diverged: str,
     residuals: list[float],
     c: float,
     damping: float,
@@ -696,12 +737,21 @@ def _finish(
         log_evidence = _log_evidence(A, v0, state, log_z, log_det, mean_sites)
     if not converged:
         last = residuals[-1] if residuals else np.nan
+        if diverged:
+            message = (
+                f"{variant} TAP diverged: {diverged}, and was stopped there (last residual "
+                f"{last:.3g}, {len(residuals)} iterations in all; later stages not run): lower "
+                f"damping (now {damping}) or prior_var (or, for the perceptron, beta)"
+                + (", or use variant='adaptive'" if variant == "naive" else "")
+            )
+        else:
+            message = (
+                f"{variant} TAP did not converge (last residual {last:.3g}, {len(residuals)} "
+                f"iterations): lower damping (now {damping}), raise max_iter, or lower "
+                "prior_var (or, for the perceptron, beta)"
+            )
         warnings.warn(
-            f"{variant} TAP did not converge ({'it diverged; ' if diverged else ''}"
-            f"last residual {last:.3g}, "
-            f"{len(residuals)} iterations): lower damping (now {damping}), raise max_iter, "
-            "or lower prior_var (or, for the perceptron, beta); the residual history is "
-            "result.residuals",
+            f"{message}; the residual history is result.residuals",
             TAPConvergenceWarning,
             stacklevel=3,
         )
@@ -721,6 +771,7 @@ def _finish(
         noise_var=float(params["noise_var"]),
         prior_var=v0,
         field_scale=c,
+        diverged=diverged,
     )
 
 

@@ -57,6 +57,9 @@ COLLAPSE_SHARE = 0.01
 
 #: Filters accepted by :func:`sample_sequential`.
 METHODS = ("sir", "sipr", "ekf")
+#: Where the EKF's Gaussian starts (``ekf_start=``): its mean at a draw of the prior, or at the
+#: prior's mode; its covariance is the prior's Laplace covariance either way.
+EKF_STARTS = ("draw", "mode")
 #: Rejuvenation moves accepted by :func:`sample_sequential` (``move=``).
 MOVES = ("metropolis", "dynamics")
 #: The dynamics move: leapfrog steps per transition, momentum persistence (Neal's α) and the
@@ -113,8 +116,8 @@ class SequentialFilter:
     prior (Eq. 6), moved by the random walk (Eq. 1), weighted by their likelihood (Eqs. 3–5) and
     resampled at every step (``"sir"``) or when the effective sample size falls below
     ``ess_threshold · particles`` (``"sipr"``). The EKF (``"ekf"``) keeps a Gaussian instead,
-    started at the prior's Laplace approximation (exact for a Gaussian prior) and updated with
-    the network's Jacobian from PyTensor.
+    with the prior's Laplace covariance (exact for a Gaussian prior), its mean at one draw of the
+    prior (``ekf_start``), updated with the network's Jacobian from PyTensor.
 
     Parameters
     ----------
@@ -139,6 +142,18 @@ class SequentialFilter:
     ess_threshold : float, optional
         SIPR resamples when the ESS falls below ``ess_threshold · particles``; default 0.5.
         Only for ``"sipr"``.
+    ekf_start : {"draw", "mode"}, optional
+        Where the EKF's mean starts; only for ``"ekf"``. ``"draw"`` (the default): one draw of
+        the prior from ``random_seed``, as the particle filters draw their initial weights
+        (de Freitas et al.'s Eq. 6; the paper does not say how its EKF was started). ``"mode"``:
+        the prior's mode, the exact Bayesian start of a linear-Gaussian model (the Kalman
+        filter), but a network's fixed point: with every weight's prior centred on 0 the output
+        weights are 0 and the hidden units output ``tanh(0) = 0``, so the output's Jacobian in
+        every weight but the output bias is 0 and the linearised update never moves them (the
+        filter predicts the running mean of the targets). Either way the covariance starts at
+        the prior's Laplace covariance; a ``"draw"`` start shifts the belief by one prior sd or
+        so, which the data then outweigh. A warning after :meth:`run` names weights the
+        linearisation never reached.
     resampling : {"multinomial", "systematic", "residual"}, default "systematic"
     move : {"metropolis", "dynamics"} or None, default None
         Resample-move: after each resampling, ``move_steps`` MCMC transitions for every
@@ -160,6 +175,8 @@ class SequentialFilter:
     interval : float, default 0.95
         Probability of the central one-step-ahead predictive interval.
     random_seed : int, numpy Generator or None
+        Seeds the prior draws (the particles, or the EKF's start), the random walk, resampling,
+        the moves and the posterior group's draws.
     compile_kwargs : dict, optional
         Passed to :func:`pymc.pytensorf.compile`.
 
@@ -170,9 +187,10 @@ class SequentialFilter:
         ``move_steps`` that is not a positive integer, a ``process_sd`` that is negative, not
         finite or names an unknown variable, an ``ess_threshold`` outside ``(0, 1]`` or given
         for another method than ``"sipr"``, an ``interval`` outside ``(0, 1)``, a move with the
-        EKF, the EKF with a learned noise sd, or a model the evaluator refuses (among them: a
-        container the observation reads with a row per observation that is not in
-        ``data_names``, improper priors, no free variables).
+        EKF, an ``ekf_start`` that is not ``"draw"`` or ``"mode"`` or is given for another
+        method than ``"ekf"``, the EKF with a learned noise sd, or a model the evaluator refuses
+        (among them: a container the observation reads with a row per observation that is not
+        in ``data_names``, improper priors, no free variables).
     TypeError
         If ``model`` is not a ``pm.Model``, ``random_seed`` is not a seed, or a setting is not a
         number of the right kind (``particles="10"``, ``move_steps=True``).
@@ -201,6 +219,7 @@ class SequentialFilter:
         interval: float = 0.95,
         random_seed: Any = None,
         compile_kwargs: dict | None = None,
+        ekf_start: Literal["draw", "mode"] | None = None,
     ):
         if model is not None and not isinstance(model, pm.Model):
             raise TypeError(f"model must be a pm.Model or None, got {type(model).__name__}")
@@ -225,6 +244,16 @@ class SequentialFilter:
                 f"ess_threshold applies to method='sipr' only (SIR always resamples), got "
                 f"method={method!r}"
             )
+        if ekf_start is not None and method != "ekf":
+            raise ValueError(
+                f"ekf_start applies to method='ekf' only (the particle filters draw their "
+                f"particles from the prior), got method={method!r}"
+            )
+        if method == "ekf":
+            ekf_start = "draw" if ekf_start is None else ekf_start
+            if ekf_start not in EKF_STARTS:
+                raise ValueError(f"ekf_start must be one of {EKF_STARTS}, got {ekf_start!r}")
+        self.ekf_start = ekf_start
         if method == "sipr":
             ess_threshold = (
                 0.5 if ess_threshold is None else check_real(ess_threshold, "ess_threshold")
@@ -257,7 +286,12 @@ class SequentialFilter:
         self._move_step_size = 0.5 / self.evaluator.size**0.25
         self._records: list[dict[str, Any]] = []
         if method == "ekf":
-            self.state: ParticleState | KalmanState = KalmanState(*self.evaluator.prior_laplace())
+            mode, covariance = self.evaluator.prior_laplace()
+            if ekf_start == "draw":
+                mode = self.evaluator.draw_prior(1, self._rng)[0]
+            self.state: ParticleState | KalmanState = KalmanState(mode, covariance)
+            # The weights whose Jacobian was nonzero at some observed step.
+            self._linearised = np.zeros(len(mode), dtype=bool)
         else:
             self.state = init_particles(self.evaluator.draw_prior(self.particles, self._rng))
 
@@ -520,6 +554,8 @@ class SequentialFilter:
         if inputs_ok:
             output, jacobian, noise_sd = self.evaluator.linearise(predicted.mean, row)
             self._check_noise_sd(noise_sd)
+            if not skipped:
+                self._linearised |= np.any(jacobian != 0, axis=0)
             target = self.evaluator.data_names.index(self.evaluator.target_name)
             y = row[target].ravel()
             if skipped:
@@ -652,7 +688,34 @@ class SequentialFilter:
                     raise failure from error
                 progress.advance(task)
         self._warn_if_collapsed()
+        self._warn_if_never_linearised()
         return self
+
+    def _warn_if_never_linearised(self) -> None:
+        if self.method != "ekf" or all(r["skipped"] for r in self._records):
+            return
+        blind = np.flatnonzero(~self._linearised)
+        if blind.size:
+            layout = self.evaluator.layout
+            names = [
+                name
+                for name, slc in zip(layout.rv_names, layout.slices, strict=True)
+                if np.any(~self._linearised[slc])
+            ]
+            warnings.warn(
+                f"The EKF's linearised network had a zero derivative in {blind.size} of "
+                f"{self._linearised.size} weights (of {names}) at every observed step, so their "
+                f"means never moved from the start (ekf_start={self.ekf_start!r}). "
+                + (
+                    "At the prior's mode of a network whose weights are centred on 0 only the "
+                    "output bias moves: start from a prior draw (ekf_start='draw'), or use "
+                    "method='sir'."
+                    if self.ekf_start == "mode"
+                    else "Another random_seed, or method='sir', may reach them."
+                ),
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _warn_if_collapsed(self) -> None:
         ess = np.array([r["ess"] for r in self._records if not r["skipped"]], dtype=float)
@@ -679,7 +742,8 @@ class SequentialFilter:
         -------
         xarray.DataTree
             The root's attributes hold the method, the number of particles, the resampling
-            scheme, the move and the total ``log_evidence``. Its groups:
+            scheme, the move, the total ``log_evidence`` and, for the EKF, ``ekf_start``. Its
+            groups:
 
             * ``posterior``: the current cloud as ``(chain=1, draw=particles)`` draws of the
               model's variables (systematically resampled to equal weights if needed; for the
@@ -763,6 +827,8 @@ class SequentialFilter:
             "resampling": self.resampling,
             "move": str(self.move),
         }
+        if self.method == "ekf":
+            attrs["ekf_start"] = self.ekf_start
         return xr.DataTree.from_dict(
             {
                 "/": xr.Dataset(attrs=attrs),
@@ -858,6 +924,7 @@ def sample_sequential(
     progressbar: bool = True,
     random_seed: Any = None,
     compile_kwargs: dict | None = None,
+    ekf_start: Literal["draw", "mode"] | None = None,
 ) -> xr.DataTree:
     """Train a model's network sequentially on a stream of data (de Freitas et al. 1998).
 
@@ -907,5 +974,6 @@ def sample_sequential(
         interval=interval,
         random_seed=random_seed,
         compile_kwargs=compile_kwargs,
+        ekf_start=ekf_start,
     )
     return sequential_filter.run(data, progressbar=progressbar).to_datatree()

@@ -144,7 +144,9 @@ class ParallelTempering(ArrayStepShared):
         rungs sample the target restricted to its box), else explore it. ``True`` makes it an
         error if it cannot.
     min_round_trips : int, default 10
-        Warn (:class:`RoundTripWarning`) when a chain completes fewer round trips after tuning.
+        Warn (:class:`RoundTripWarning`) when a PyMC chain's ladder is predicted at the end of
+        tuning to make, or at the end of sampling has completed, fewer round trips in its draws
+        after tuning; round trips are counted over the ladder's replicas together.
     vectorized : bool, optional
         Move every rung in one vectorised computation (:class:`~pymc_sfp.step_methods.dynamics.
         LadderDynamics`: one compiled call of the tempered log-density and its gradient per
@@ -166,8 +168,10 @@ class ParallelTempering(ArrayStepShared):
     and back (Sec. 3.4). Each one carries a fresh, independent draw of the prior to the posterior,
     so the weights of modes the explorers cannot cross between are estimated from roughly that
     many independent visits: with 10 round trips a mode weight of 0.3 is uncertain by about
-    ±0.15. Their rate is at most ``1 / (2 + 2Λ)`` per draw (Theorem 1): a barrier ``Λ`` of 5 costs
-    at least 12 draws per round trip, whatever ``K``.
+    ±0.15. Their rate, counted over the ladder's replicas together, is at most ``1 / (2 + 2Λ)``
+    per round (Theorem 1; one round per draw by default): a barrier ``Λ`` of 5 costs at least 12
+    rounds per round trip, whatever ``K``. The warnings and the ``round_trips`` stat count them
+    per PyMC chain.
 
     *Evidence.* Each chain's stepping-stone estimate of ``log p(y)`` and its standard error are
     the stats ``log_evidence`` and ``log_evidence_se`` of its last draw (NaN in the other draws,
@@ -186,8 +190,9 @@ class ParallelTempering(ArrayStepShared):
     ``betas`` (the schedule), ``log_likelihoods`` (``ℓ`` of each rung's state after the swaps),
     ``swap_accept`` (acceptance probability of each pair, NaN if not proposed in that draw),
     ``n_chains``, ``barrier`` (the ``Λ`` estimate: of the last tuning round during tuning,
-    then of the swaps since tuning ended), ``round_trips`` (completed since tuning ended;
-    since the last schedule change during tuning), ``model_logp`` (``lp`` in the DataTree).
+    then of the swaps since tuning ended), ``round_trips`` (completed by the ladder's replicas
+    together since tuning ended; since the last schedule change during tuning), ``model_logp``
+    (``lp`` in the DataTree).
     With several rounds per draw ``swap_accept`` is the mean over the rounds that proposed the
     pair, and ``log_likelihoods`` those of the last round.
 
@@ -428,16 +433,20 @@ class ParallelTempering(ArrayStepShared):
         if self.n_draws and np.all(np.isfinite(rates)):
             # Without adaptation no tuning round has estimated it yet.
             self._update_barrier()
-            # Theorem 1: DEO makes (2 + 2 Σ r / (1 − r))⁻¹ round trips per draw.
+            # Theorem 1: DEO makes (2 + 2 Σ r / (1 − r))⁻¹ round trips per round (one set of
+            # swaps), counted over the ladder's replicas together.
             odds = np.sum(rates / np.maximum(1.0 - rates, 1e-12))
-            expected = self.n_draws / (2.0 + 2.0 * odds)
+            expected = self.n_draws * self.rounds_per_draw / (2.0 + 2.0 * odds)
             if expected < self.min_round_trips:
                 warnings.warn(
-                    f"ParallelTempering: at the tuned schedule ({len(self.betas)} chains, "
-                    f"barrier Λ ≈ {self.barrier:.2f}) the {self.n_draws} draws are expected to "
-                    f"make only {expected:.1f} round trips between prior and posterior (fewer "
-                    f"than min_round_trips={self.min_round_trips}); mode weights will be "
-                    "unreliable: draw more, or raise max_chains if the swap rates are low",
+                    "ParallelTempering, end of tuning: at the tuned schedule "
+                    f"({len(self.betas)} tempered chains, i.e. rungs; barrier Λ ≈ "
+                    f"{self.barrier:.2f}) this PyMC chain's {self.n_draws} draws after tuning "
+                    f"are predicted to make {expected:.1f} round trips between prior and "
+                    "posterior in all (its ladder's replicas together; Theorem 1 at the swap "
+                    f"rates of tuning), fewer than min_round_trips={self.min_round_trips}: "
+                    "mode weights will be unreliable; draw more, or raise max_chains if the "
+                    "swap rates are low",
                     RoundTripWarning,
                     stacklevel=2,
                 )
@@ -609,10 +618,14 @@ class ParallelTempering(ArrayStepShared):
         trips = self.index_process.round_trips
         if trips < self.min_round_trips:
             warnings.warn(
-                f"ParallelTempering: a chain completed only {trips} round trips between prior "
-                f"and posterior in {self.n_draws} draws (min_round_trips="
-                f"{self.min_round_trips}; barrier Λ ≈ {self.barrier:.2f}, {len(self.betas)} "
-                "chains): the weights of separated modes rest on few independent visits",
+                f"ParallelTempering, end of sampling: this PyMC chain's ladder "
+                f"({len(self.betas)} tempered chains, i.e. rungs; barrier Λ ≈ "
+                f"{self.barrier:.2f} from the swaps after tuning) completed {trips} round trips "
+                "between prior and posterior in all (its replicas together) during its "
+                f"{self.n_draws} draws after tuning "
+                "(a trip begun in tuning counts when it ends), fewer than min_round_trips="
+                f"{self.min_round_trips}: the weights of separated modes rest on few "
+                "independent visits",
                 RoundTripWarning,
                 stacklevel=2,
             )

@@ -7,6 +7,7 @@ import pytest
 from scipy import special, stats
 
 from pymc_sfp.core.tap import (
+    GROWTH_WINDOW,
     TAPConvergenceWarning,
     TAPResult,
     bayes_optimal_learning_curve,
@@ -330,13 +331,46 @@ def test_non_convergence_warns_with_the_residual_history(regression):
     assert result.n_iter == 3 and len(result.residuals) == 3
 
 
-def test_divergence_warns_and_keeps_a_finite_iterate(regression):
-    # Naive TAP on a regression with m/N = 6 and little noise: the undamped map diverges.
+@pytest.mark.parametrize("damping", [1.0, 0.5])
+def test_divergence_warns_and_keeps_a_finite_iterate(regression, damping):
+    # Naive TAP on a regression with m/N = 6 and little noise: the map diverges. At damping 0.5
+    # its last finite iterate overflowed the Gaussian's sites and the fit raised scipy's
+    # "array must not contain infs or NaNs".
     X, y = regression
     with pytest.warns(TAPConvergenceWarning, match="diverged"):
-        result = tap_fit(X, y, "gaussian", noise_var=0.09, variant="naive", damping=1.0)
-    assert not result.converged
+        result = tap_fit(X, y, "gaussian", noise_var=0.09, variant="naive", damping=damping)
+    assert not result.converged and result.diverged
     assert np.isfinite(result.residuals).all()
+
+
+def test_growing_residuals_stop_the_fit_at_that_stage():
+    """Naive TAP of a noisy perceptron, undamped, at α = 2: the residuals settle at O(1) and
+    never overflow, so every one of the 8 stages ran to max_iter (6090 iterations) before it
+    warned. The growth of the residuals stops it within the stage where it began."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 20))
+    y = np.sign(X @ rng.normal(size=20))
+    with pytest.warns(
+        TAPConvergenceWarning,
+        match=r"naive TAP diverged: its residuals grew from .* in stage 3 of 8 .*later stages "
+        r"not run.*variant='adaptive'",
+    ):
+        result = tap_fit(X, y, "perceptron", beta=2.0, variant="naive", damping=1.0)
+    assert not result.converged
+    assert result.diverged.startswith("its residuals grew")
+    assert result.n_iter < 1000  # less than one stage's max_iter
+    assert np.isfinite(result.residuals).all() and np.isfinite(result.mean).all()
+
+
+def test_a_slowly_converging_fit_is_not_stopped():
+    """Heavily damped naive TAP on correlated inputs takes hundreds of iterations per stage
+    (more than the 100 after which growth is looked for); its falling residuals are left alone."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 20)) @ rng.normal(size=(20, 20)) * 2 / np.sqrt(20)
+    y = np.sign(X @ rng.normal(size=20))
+    result = tap_fit(X, y, "probit", variant="naive", damping=0.1)
+    assert result.converged and not result.diverged
+    assert result.n_iter > 8 * 2 * GROWTH_WINDOW  # 8 stages
 
 
 # --- the large-N theory of Fig. 1 ---------------------------------------------------------------

@@ -36,14 +36,20 @@ def linear():
     return model, X, y
 
 
-def test_ekf_equals_the_kalman_filter(linear):
+@pytest.mark.parametrize("ekf_start", ["mode", "draw"])
+def test_ekf_equals_the_kalman_filter(linear, ekf_start):
+    """From the prior's mode the EKF of a linear model is the Kalman filter of the prior; from a
+    draw of the prior, the Kalman filter started there with the prior's covariance."""
     model, X, y = linear
-    idata = ps.sample_sequential(
-        model, {"X": X, "y": y}, method="ekf", process_sd=Q_SD, progressbar=False
-    )
-    means, covs, log_evidence = kalman_filter(
-        y, X, KalmanState(np.zeros(D), np.eye(D)), Q_SD**2, R_SD**2
-    )
+    kwargs = {"method": "ekf", "process_sd": Q_SD, "random_seed": 4, "ekf_start": ekf_start}
+    start = ps.SequentialFilter(model, **kwargs).state.mean
+    if ekf_start == "mode":
+        np.testing.assert_array_equal(start, np.zeros(D))
+    else:
+        assert np.all(start != 0)
+    idata = ps.sample_sequential(model, {"X": X, "y": y}, progressbar=False, **kwargs)
+    assert idata.attrs["ekf_start"] == ekf_start
+    means, covs, log_evidence = kalman_filter(y, X, KalmanState(start, np.eye(D)), Q_SD**2, R_SD**2)
     np.testing.assert_allclose(idata["filtered_mean"]["w"], means, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(
         idata["filtered_sd"]["w"], np.sqrt(np.diagonal(covs, axis1=1, axis2=2)), rtol=1e-8
@@ -51,7 +57,7 @@ def test_ekf_equals_the_kalman_filter(linear):
     np.testing.assert_allclose(idata["filter_stats"]["log_evidence"], log_evidence, rtol=1e-9)
     assert idata.attrs["log_evidence"] == pytest.approx(log_evidence.sum(), rel=1e-10)
     # The predictive of step k is made from the filtered state of step k - 1.
-    previous = np.vstack([np.zeros(D), means[:-1]])
+    previous = np.vstack([start, means[:-1]])
     predictive = idata["predictive"]
     np.testing.assert_allclose(predictive["mean"], np.sum(X * previous, axis=1), atol=1e-12)
     assert np.all(predictive["lower"] < predictive["mean"])
@@ -222,6 +228,45 @@ def student():
     return model
 
 
+def test_ekf_learns_a_tanh_network_from_a_prior_draw():
+    """At the prior's mode of a network with N(0, 1) weights the output weights are 0 and the
+    hidden units output tanh(0) = 0, so the output's Jacobian is 0 in every weight but the
+    output bias: started there the EKF never moves them and predicts the running mean of the
+    targets. Started from a prior draw (the default) it learns y = sin(2x): its one-step-ahead
+    error over the second half of the stream is below half of the error of predicting the
+    targets' mean (sd(y) ≈ 0.71), i.e. the predictions explain more than 3/4 of the targets'
+    variance (the noise alone, sd 0.1, is 2 % of it)."""
+    rng = np.random.default_rng(0)
+    steps = 200
+    X = rng.normal(size=(steps, 1))
+    y = np.sin(2.0 * X[:, 0]) + 0.1 * rng.normal(size=steps)
+    with pm.Model() as model:
+        net = ps.nn.mlp(np.zeros((1, 1)), (1, 5, 1), prior="gaussian")
+        ps.nn.gaussian_likelihood(net, np.zeros(1), sigma=0.1)
+    data = {"net_X": X, "net_y_data": y}
+    late = slice(steps // 2, None)
+    baseline = np.std(y[late])  # the best constant prediction, with hindsight
+
+    def late_rms(idata):
+        return np.sqrt(np.mean((idata["predictive"]["mean"].values.ravel() - y)[late] ** 2))
+
+    runs = [
+        ps.sample_sequential(model, data, method="ekf", random_seed=seed, progressbar=False)
+        for seed in (0, 0, 1)
+    ]
+    assert late_rms(runs[0]) < 0.5 * baseline
+    # The start is drawn from random_seed: the same seed gives the same run, another another.
+    same = [run["filtered_mean"].equals(runs[0]["filtered_mean"]) for run in runs]
+    assert same == [True, True, False]
+
+    with pytest.warns(UserWarning, match=r"zero derivative in 15 of 16 weights.*'mode'"):
+        stuck = ps.sample_sequential(
+            model, data, method="ekf", ekf_start="mode", random_seed=0, progressbar=False
+        )
+    assert late_rms(stuck) > 0.9 * baseline
+    np.testing.assert_array_equal(stuck["filtered_mean"]["net_w0"].values[-1], 0.0)
+
+
 def test_teacher_network_stationary_convergence(student):
     X, y, _ = teacher_data(150, seed=1)
     idata = ps.sample_sequential(
@@ -270,6 +315,8 @@ def test_teacher_network_non_stationary_tracking(student):
         ({"method": "sir", "ess_threshold": 0.5}, "ess_threshold applies to method='sipr'"),
         ({"method": "sipr", "ess_threshold": 1.5}, r"ess_threshold must be in \(0, 1\]"),
         ({"method": "ekf", "move": "metropolis"}, "needs a particle method"),
+        ({"method": "sir", "ekf_start": "mode"}, "ekf_start applies to method='ekf' only"),
+        ({"method": "ekf", "ekf_start": "zero"}, "ekf_start must be one of"),
         ({"resampling": "stratified"}, "resampling must be one of"),
         ({"particles": 0}, "particles must be a positive integer"),
         ({"process_sd": {"u": 0.1}}, r"process_sd names unknown variables \['u'\]"),

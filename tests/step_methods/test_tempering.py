@@ -2,6 +2,7 @@
 stepping-stone evidence, every kind of explorer, reproducibility, warnings and bad input."""
 
 import functools
+import re
 
 import arviz as az
 import numpy as np
@@ -480,11 +481,36 @@ def test_reproducible_with_random_seed_and_across_cores(two_modes):
 
 
 def test_round_trip_warning_when_draws_are_too_few(two_modes):
-    with pytest.warns(RoundTripWarning, match="round trips"):
-        sample(two_modes, ParallelTempering, draws=5, tune=40, chains=1)
+    """The two warnings say which is a prediction and which a count, of what and when: a
+    predicted 0.8 next to a completed 2 once read as a contradiction ("chains" meant rungs in one
+    and a PyMC chain in the other)."""
+    with pytest.warns(RoundTripWarning) as record:
+        idata = sample(two_modes, ParallelTempering, draws=5, tune=40, chains=1)
+    messages = [str(w.message) for w in record if issubclass(w.category, RoundTripWarning)]
+    assert len(messages) == 2
+    predicted, completed = messages
+    assert re.match(
+        r"ParallelTempering, end of tuning: at the tuned schedule \(\d+ tempered chains, i\.e\. "
+        r"rungs; barrier Λ ≈ \d+\.\d\d\) this PyMC chain's 5 draws after tuning are predicted "
+        r"to make \d+\.\d round trips between prior and posterior in all \(its ladder's "
+        r"replicas together",
+        predicted,
+    )
+    trips = int(idata.sample_stats["round_trips"].values[0, -1])
+    assert re.match(
+        r"ParallelTempering, end of sampling: this PyMC chain's ladder \(\d+ tempered chains, "
+        r"i\.e\. rungs; barrier Λ ≈ \d+\.\d\d from the swaps after tuning\) completed "
+        rf"{trips} round trips between prior and posterior in all \(its replicas together\) "
+        r"during its 5 draws after tuning",
+        completed,
+    )
     # A fixed schedule: no tuning round estimated the barrier, the warning does from the swaps.
     fixed = functools.partial(ParallelTempering, n_chains=4, adapt_schedule=False)
-    with pytest.warns(RoundTripWarning, match=r"barrier Λ ≈ \d+\.\d\d\)"):
+    with pytest.warns(
+        RoundTripWarning,
+        match=r"end of tuning: .*\(4 tempered chains, i\.e\. "
+        r"rungs; barrier Λ ≈ \d+\.\d\d\)",
+    ):
         sample(two_modes, fixed, draws=5, tune=40, chains=1)
 
 
