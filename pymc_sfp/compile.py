@@ -37,10 +37,11 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,7 @@ __all__ = [
     "compile_prior_sampler",
     "constant_value",
     "coordinate_layout",
+    "float64_internals",
     "likelihood_terms",
     "log_density_eps",
     "random_generators",
@@ -93,6 +95,21 @@ __all__ = [
 
 
 _log = logging.getLogger("pymc_sfp")
+
+
+@contextlib.contextmanager
+def float64_internals() -> Iterator[None]:
+    """PyTensor's ``warn_float64`` off while the package builds and compiles its own graphs.
+
+    The numerical cores are float64 by design, whatever ``floatX``: the sampling coordinates,
+    the casts of a float32 model's outputs, tempering's β, the dynamics' mass matrix. A user's
+    ``warn_float64="raise"`` (or ``"warn"``, ``"pdb"``) is meant for their model, so it is set
+    aside only here, and holds again once a step is built: the model itself is built under it,
+    and a float64 variable the user makes later still raises. A fresh context each call, so it
+    nests, and decorates a function (``@float64_internals()``).
+    """
+    with pytensor.config.change_flags(warn_float64="ignore"):
+        yield
 
 
 @dataclass(frozen=True)
@@ -118,6 +135,7 @@ class StepGraph:
     shared: dict
     start: np.ndarray
 
+    @float64_internals()
     def join(self, outputs: Sequence) -> tuple[list, pt.TensorVariable]:
         """``outputs`` as graphs of one raveled float64 vector of the step's variables.
 
@@ -173,6 +191,7 @@ def warm_up(function: Callable, *args: Any) -> None:
     function(*args)
 
 
+@float64_internals()
 def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
     # float64 out whatever floatX (a no-op for a float64 model).
     outputs = [pt.cast(output, "float64") for output in outputs]
@@ -181,6 +200,7 @@ def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Functi
     return function
 
 
+@float64_internals()
 def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
     """PyMC's ``compile``, without PyTensor's disk cache of Numba code for a graph that narrows
     float64 to float32 (a float32 model evaluated at float64 coordinates).
@@ -220,6 +240,7 @@ def log_density_eps(graph: StepGraph) -> float:
     return max(np.finfo(term.dtype).eps for term in graph.model.logp(sum=False))
 
 
+@float64_internals()
 def compile_logp_dlogp(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
@@ -238,6 +259,7 @@ def compile_logp_dlogp(
     return logp_dlogp
 
 
+@float64_internals()
 def compile_batched_logp(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray], np.ndarray]:
@@ -259,6 +281,7 @@ def compile_batched_logp(
     return batched_logp
 
 
+@float64_internals()
 def compile_batched_prior_likelihood(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -293,6 +316,7 @@ def improper_prior_names(model: pm.Model) -> list[str]:
     return [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)]
 
 
+@float64_internals()
 def compile_log_likelihood(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray], tuple[float, float]]:
@@ -315,6 +339,7 @@ def compile_log_likelihood(
     return log_likelihood
 
 
+@float64_internals()
 def compile_batched_tempered_density(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -355,6 +380,7 @@ def compile_batched_tempered_density(
     return tempered_density
 
 
+@float64_internals()
 def compile_prior_sampler(
     graph: StepGraph, compile_kwargs: dict | None = None
 ) -> tuple[Callable[[], np.ndarray], list[SharedVariable]] | None:
@@ -422,16 +448,19 @@ def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
             varlist = [vars]
         factors = model.logp(varlist, jacobian=jacobian, sum=False)
         # At β = 0 the target is the prior, also where the likelihood is 0 (a hard constraint):
-        # 0 · (−inf) would be NaN.
-        factors = [
-            pt.switch(pt.eq(beta, 0.0), pt.zeros_like(factor), beta * factor)
-            if model.values_to_rvs.get(var, var) in tempered
-            else factor
-            for var, factor in zip(varlist, factors, strict=True)
-        ]
-        if not sum:
-            return factors
-        return pt.stack([pt.sum(factor) for factor in factors]).sum()
+        # 0 · (−inf) would be NaN. A float64 β makes the tempered terms float64. (A `with`, not
+        # the decorator: the view travels to chain processes, and a decorated closure would
+        # carry the decorator's generator, which does not pickle.)
+        with float64_internals():
+            factors = [
+                pt.switch(pt.eq(beta, 0.0), pt.zeros_like(factor), beta * factor)
+                if model.values_to_rvs.get(var, var) in tempered
+                else factor
+                for var, factor in zip(varlist, factors, strict=True)
+            ]
+            if not sum:
+                return factors
+            return pt.stack([pt.sum(factor) for factor in factors]).sum()
 
     view.logp = logp
     return view
@@ -934,6 +963,7 @@ class LineEvaluator:
         Passed to :func:`pymc.pytensorf.compile`.
     """
 
+    @float64_internals()
     def __init__(
         self,
         graph: StepGraph,
@@ -1328,11 +1358,26 @@ class ParticleEvaluator:
         """Names of the variables :meth:`constrained` returns, in order."""
         return list(self._constrained_names)
 
+    @property
+    def reported_dtypes(self) -> dict[str, np.dtype]:
+        """The model's dtype of each reported variable (:meth:`constrained` returns float64,
+        whatever it is: results are cast back to it)."""
+        return {
+            name: np.dtype(graph.dtype)
+            for name, graph in zip(self._constrained_names, self._constrained_graphs, strict=True)
+        }
+
+    @property
+    def observed_dtype(self) -> np.dtype:
+        """The model's dtype of the observed variable (predictions are cast back to it)."""
+        return np.dtype(self.model[self.observed_name].dtype)
+
     def _with_data(self, outputs: list) -> tuple[list, pt.TensorVariable]:
         outputs, flat = self.graph.join(outputs)
         outputs = clone_replace(outputs, dict(zip(self._data, self._inputs, strict=True)))
         return outputs, flat
 
+    @float64_internals()
     def _batched(
         self, key: str, build: Callable[[], list], data: bool = True, gradient: bool = False
     ) -> Function:
@@ -1415,6 +1460,7 @@ class ParticleEvaluator:
         values = function(self._cloud(particles))
         return dict(zip(self._constrained_names, values, strict=True))
 
+    @float64_internals()
     def linearise(
         self, point: np.ndarray, data: Sequence[np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1437,6 +1483,7 @@ class ParticleEvaluator:
         function = self._functions["linearise"]
         return tuple(function(self._cloud(point), *self._data_values(data)))
 
+    @float64_internals()
     def prior_laplace(
         self, max_iterations: int = 50, tolerance: float = 1e-8
     ) -> tuple[np.ndarray, np.ndarray]:

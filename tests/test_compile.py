@@ -21,6 +21,7 @@ from pymc_sfp.compile import (
     compile_logp_dlogp,
     compile_prior_sampler,
     coordinate_layout,
+    float64_internals,
     random_generators,
     reseed,
     step_graph,
@@ -136,6 +137,41 @@ def test_float32_model_compiles_to_float64_functions():
     for ref, value in zip(reference, single, strict=True):
         assert np.asarray(value).dtype == np.float64
         np.testing.assert_allclose(value, ref, rtol=1e-5)
+
+
+def test_float32_model_compiles_under_warn_float64_raise():
+    """``warn_float64="raise"`` protects a float32 model from float64, but the functions built
+    here are float64 by design (coordinates, casts, tempering's β) and building any of them
+    raised. Each is built, the flag is set aside only meanwhile (also when the scopes nest), and
+    a float64 variable made afterwards still raises."""
+    x = np.array([0.4, -0.3, 0.7])
+    with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
+        with pm.Model() as model:
+            u = pm.Uniform("u", -1.0, 2.0)
+            s = pm.HalfNormal("s", 1.0)
+            pm.Normal("y", u, s, observed=np.array([0.5, -0.3], dtype="float32"))
+            pm.Normal("v", u, 1.0)
+        graph = step_graph(model, model.value_vars)
+        layout = coordinate_layout(model, model.value_vars, graph.initial_point)
+        # PyTensor's Python VM: the graphs are the point (the steps' tests compile with Numba).
+        fast = {"mode": "FAST_COMPILE"}
+        evaluator = LineEvaluator(graph, layout, gradient=False, batched=True, compile_kwargs=fast)
+        assert np.isfinite(evaluator.logp(layout.from_value(x)))
+        assert np.isfinite(compile_logp_dlogp(graph, fast)(x)[0])
+        assert np.isfinite(compile_log_likelihood(graph, fast)(x)).all()
+        tempered = compile_batched_tempered_density(graph, fast)
+        assert np.isfinite(tempered(x[None, :], np.array([0.5]))[0]).all()
+        draw, _ = compile_prior_sampler(graph, fast)
+        assert draw().dtype == np.float64
+        beta = pytensor.shared(np.float32(0.5))
+        assert tempered_model(model, beta).logp().dtype == "float32"
+        with float64_internals():
+            with float64_internals():
+                pass
+            pt.vector("ours", dtype="float64")
+        assert pytensor.config.warn_float64 == "raise"
+        with pytest.raises(Exception, match="float64"):
+            pt.vector("theirs", dtype="float64")
 
 
 def test_step_graph_shares_the_variables_of_other_steps(model):

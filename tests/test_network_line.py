@@ -139,9 +139,8 @@ def test_a_wrong_split_is_caught_and_falls_back(monkeypatch, caplog):
 @pytest.mark.parametrize("tabulated", [False, True])
 def test_float32_network_uses_its_structure(tabulated):
     """A float32 model sums the same terms in another order: the check at construction allows
-    for float32 rounding, and the line agrees with the log-density to it. Under SFP-I's
-    tabulated prior the log-density is float64 (the tables are) and the network float32: the
-    check allows for the network's rounding."""
+    for float32 rounding, and the line agrees with the log-density to it, also under SFP-I's
+    tabulated prior (float32 tables, whose interpolation the line reads at float64 points)."""
     with pytensor.config.change_flags(floatX="float32"):
         with pm.Model() as model:
             prior = "uniform" if tabulated else "group"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.tensor.type import float_dtypes
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_sfp._network_line import mark_elementwise
@@ -89,9 +90,13 @@ def interpolated_log_density(value: Any, lower: Any, upper: Any, table: Any) -> 
     lower, upper, table = pt.as_tensor(lower), pt.as_tensor(upper), pt.as_tensor(table)
     n_rows, n_points = table.shape[0], table.shape[1]
     flat = value.reshape((-1, n_rows))
-    position = (flat - lower) / (upper - lower) * (n_points - 1)
-    cell = pt.clip(pt.floor(position), 0, n_points - 2).astype("int64")
-    fraction = position - cell
+    ratio = (flat - lower) / (upper - lower)
+    # The shapes are int64: cast, or they would turn float32 arithmetic (a float32 model's
+    # values and floatX tables) into float64.
+    last = pt.cast(n_points - 1, ratio.dtype)
+    position = ratio * last
+    cell = pt.clip(pt.floor(position), 0, last - 1).astype("int64")
+    fraction = position - pt.cast(cell, position.dtype)
     rows = pt.arange(n_rows)[None, :]
     left, right = table[rows, cell], table[rows, cell + 1]
     # Next to an empty node (log p = -inf) the interpolation would be NaN (0 · inf or inf - inf,
@@ -180,7 +185,11 @@ def marginal_prior(
             values[:, None], lower_data[i][None], upper_data[i][None], table_data[i][None]
         )[:, 0]
 
-    potential = pm.Potential(name, pt.sum(terms(var)))
+    log_density = pt.sum(terms(var))
+    if var.dtype in float_dtypes:
+        # A float32 model's log-density stays float32 (tables of another floatX, e.g.).
+        log_density = log_density.astype(var.dtype)
+    potential = pm.Potential(name, log_density)
     # SFP's line along one weight then reads that weight's row of the table alone.
     mark_elementwise(potential, var, terms, element)
     return potential

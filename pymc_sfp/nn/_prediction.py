@@ -44,6 +44,7 @@ def predict(network: Network, idata: Any, X_new: Any, group: str) -> xr.DataArra
     h = forward(X, layers)
     if network.output_type == "softmax":
         h = softmax(h, axis=-1)
+    h = h.astype(network_dtype(network), copy=False)
     sample_shape = tuple(len(c) for c in sample_coords.values())
     obs_dim = network.obs_dim or f"{network.name}_obs"
     out_dim = network.unit_dims[-1]
@@ -69,6 +70,8 @@ def sample_output_layer(network: Network, idata: Any, random_seed: Any, group: s
     W, b = _conditional_output_layer(
         network, samples, layers, _training_data(network, idata), np.random.default_rng(random_seed)
     )
+    dtype = network_dtype(network)
+    W, b = W.astype(dtype, copy=False), b.astype(dtype, copy=False)
     sample_shape = tuple(len(c) for c in sample_coords.values())
     w_name, b_name = output_layer_names(network)
     hidden_dim, out_dim = network.unit_dims[-2:]
@@ -84,6 +87,14 @@ def sample_output_layer(network: Network, idata: Any, random_seed: Any, group: s
         },
         coords=coords,
     )
+
+
+def network_dtype(network: Network) -> np.dtype:
+    """The float type of the network's variables and inputs, which its predictions and drawn
+    output layers carry (float32 in a model built with ``floatX="float32"``). They are computed
+    in float64 where the inputs are (``X_new`` as given, the conditional of an integrated output
+    layer), then cast to it."""
+    return np.result_type(network.X.dtype, *(v.dtype for v in (*network.weights, *network.biases)))
 
 
 def output_layer_names(network: Network) -> tuple[str, str]:

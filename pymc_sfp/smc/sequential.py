@@ -756,6 +756,9 @@ class SequentialFilter:
             * ``filter_stats``: ``ess``, ``resampled``, ``distinct``, ``log_evidence`` (the
               increments), ``skipped``, ``acceptance`` and ``move_divergences`` per step.
 
+            The filter computes in float64; the variables of the first four groups carry the
+            model's dtypes (float32 in a model built with ``floatX="float32"``).
+
         Raises
         ------
         ValueError
@@ -765,6 +768,10 @@ class SequentialFilter:
             raise ValueError("the filter has seen no observation yet: call update() or run()")
         steps = np.arange(self.steps)
         draws = self.evaluator.constrained(self._posterior_particles())
+        # The filter computes in float64; results carry the model's dtypes (a float32 model's
+        # variables stay float32, as PyMC's samplers return them).
+        dtypes = self.evaluator.reported_dtypes
+        draws = {name: value.astype(dtypes[name], copy=False) for name, value in draws.items()}
         labels = {name: self._dims(name, value.shape[1:]) for name, value in draws.items()}
         # The model's labels of every variable's dims, as the datasets' coordinates.
         var_coords = {
@@ -784,16 +791,22 @@ class SequentialFilter:
                 {
                     name: (
                         ("step", *labels[name][0]),
-                        np.stack([r[key][name] for r in self._records]),
+                        np.stack([r[key][name] for r in self._records]).astype(
+                            dtypes[name], copy=False
+                        ),
                     )
                     for name in draws
                 },
                 coords={"step": steps, **var_coords},
             )
         out_dims, out_coords = self._target_dims()
+        out_dtype = self.evaluator.observed_dtype
         predictive = xr.Dataset(
             {
-                short: (("step", *out_dims), np.stack([r[key] for r in self._records]))
+                short: (
+                    ("step", *out_dims),
+                    np.stack([r[key] for r in self._records]).astype(out_dtype, copy=False),
+                )
                 for short, key in [
                     ("mean", "predictive_mean"),
                     ("sd", "predictive_sd"),

@@ -39,6 +39,7 @@ from pymc_sfp._validation import (
 from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
+    float64_internals,
     log_density_eps,
     random_generators,
     reseed,
@@ -114,6 +115,13 @@ def _check_scaling(scaling: Any, size: int) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ValueError("scaling must be finite")
     return array
+
+
+def _reset_potential(potential: QuadPotential) -> None:
+    """``potential.reset()``: PyMC's adapted potentials make a shared variable of their dtype
+    afresh, float64 for the step's own (whatever ``floatX``, see :func:`float64_internals`)."""
+    with float64_internals():
+        potential.reset()
 
 
 def _check_potential(potential: Any, size: int) -> QuadPotential:
@@ -377,11 +385,13 @@ class StochasticDynamics(ArrayStepShared):
             target = target_accept if correct else float(np.exp(-target_energy_error))
         self.step_adapt = DualAverageAdaptation(initial_step, target, 0.05, 0.75, 10)
         if potential is None:
-            potential = (
-                QuadPotentialDiagAdapt(size, np.zeros(size), np.ones(size), 10, dtype="float64")
-                if scaling is None
-                else quad_potential(scaling, is_cov)
-            )
+            # A float64 mass matrix (a shared variable) whatever floatX, as the dynamics are.
+            with float64_internals():
+                potential = (
+                    QuadPotentialDiagAdapt(size, np.zeros(size), np.ones(size), 10, dtype="float64")
+                    if scaling is None
+                    else quad_potential(scaling, is_cov)
+                )
         self.potential = potential
         self._settings = DynamicsSettings(
             n_steps=self.n_leapfrog,
@@ -405,7 +415,7 @@ class StochasticDynamics(ArrayStepShared):
     # ------------------------------------------------------------------ PyMC hooks
     def reset_tuning(self) -> None:
         self.step_adapt.reset()
-        self.potential.reset()
+        _reset_potential(self.potential)
         self.momentum = np.empty(0)
         self.gradient_noise = np.empty(0)
         self.divergences = 0
@@ -630,7 +640,7 @@ class LadderDynamics:
         self._potentials = [deepcopy(template.potential) for _ in range(n_chains)]
         for adapt, potential in zip(self._step_adapts, self._potentials, strict=True):
             adapt.reset()
-            potential.reset()
+            _reset_potential(potential)
         self._dense = not isinstance(template.potential, _DIAGONAL_POTENTIALS)
         size = template._size
         # Persistent momenta, whitened (see RowMassMatrix): drawn at the first step.

@@ -37,6 +37,7 @@ from pymc_sfp.compile import (
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_prior_sampler,
+    float64_internals,
     improper_prior_names,
     likelihood_terms,
     random_generators,
@@ -305,17 +306,19 @@ class ParallelTempering(ArrayStepShared):
             )
         self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
 
-        # One explorer for every rung, on the tempered view of the model: β is shared.
-        self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
+        # One explorer for every rung, on the tempered view of the model: β is shared, float64
+        # whatever floatX, so the explorer (any PyMC step) compiles a float64 density.
         if explorer is None:
             explorer = functools.partial(_DeferredDynamics, n_leapfrog=5)
-        self._explorer = explorer(
-            vars=value_vars,
-            model=tempered_model(model, self._beta),
-            initial_point=graph.initial_point,
-            compile_kwargs=compile_kwargs,
-            **dict(explorer_kwargs or {}),
-        )
+        with float64_internals():
+            self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
+            self._explorer = explorer(
+                vars=value_vars,
+                model=tempered_model(model, self._beta),
+                initial_point=graph.initial_point,
+                compile_kwargs=compile_kwargs,
+                **dict(explorer_kwargs or {}),
+            )
         if not isinstance(self._explorer, BlockedStep | CompoundStep):
             raise TypeError(
                 f"explorer must build a PyMC step method, got {type(self._explorer).__name__}"

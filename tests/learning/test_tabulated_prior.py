@@ -78,3 +78,26 @@ def test_table_settings_are_checked(grid, beta_on_box):
         log_density_table(marginals, points=1)
     with pytest.raises(TypeError, match="points must be an integer >= 2"):
         log_density_table(marginals, points="10")
+
+
+def test_float32_model_stays_float32(grid, beta_on_box):
+    """In a float32 model the potential is float32 and so is the model's log-density: the
+    tables' int64 sizes made the interpolation float64, which upcast the whole log-density (and
+    failed under ``warn_float64="raise"``, which the model's own variables pass). The values are
+    the float64 model's to float32 rounding."""
+    marginals = np.array(
+        [Marginal(grid, beta_on_box(a, b).cdf(grid)) for a, b in [(3.0, 5.0), (2.0, 2.0)]],
+        dtype=object,
+    )
+    point = {"w_interval__": np.array([0.3, -0.8])}
+    logp = {}
+    for floatx in ("float64", "float32"):
+        warn = "raise" if floatx == "float32" else "ignore"
+        with pytensor.config.change_flags(floatX=floatx, warn_float64=warn):
+            with pm.Model() as model:
+                w = pm.Uniform("w", -1, 1, shape=2)
+                potential = marginal_prior(w, marginals)
+            assert potential.dtype == floatx
+            assert model.logp().dtype == floatx and model.dlogp().dtype == floatx
+            logp[floatx] = model.compile_logp(mode=FAST)(point)
+    assert logp["float32"] == pytest.approx(logp["float64"], rel=1e-6)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import pytest
 import xarray as xr
@@ -285,3 +286,34 @@ def test_output_layer_is_conditioned_on_the_recorded_training_data():
     finally:
         with model:
             pm.set_data({"net_X": X})
+
+
+@pytest.mark.filterwarnings("ignore:The effect of Potentials on other parameters")
+def test_float32_network_predicts_in_float32():
+    """A float32 network's integrated output layer is rebuilt in float64 (a Cholesky solve per
+    draw), but what the user gets carries the network's dtype, as its sampled weights do: the
+    conditional-mean predictions, the drawn output layer and the predictions with it were
+    float64. They agree with the float64 computation to float32 rounding."""
+    X, Y = RNG.normal(size=(6, 1)), RNG.normal(size=(6, 1))
+    X_new = np.array([[0.3], [-1.2]])  # float64, as users pass them
+    with pytensor.config.change_flags(floatX="float32"):
+        with pm.Model():
+            net = mlp(X.astype("float32"), (1, 2, 1), prior="gaussian", output_layer="integrated")
+            gaussian_likelihood(net, Y.astype("float32"), sigma=0.5)
+            prior = pm.sample_prior_predictive(draws=3, random_seed=1, compile_kwargs=FAST)
+    assert prior["prior"]["net_w0"].dtype == np.float32
+    layer = net.sample_output_layer(prior, random_seed=2, group="prior")
+    assert layer["net_w1"].dtype == np.float32 and layer["net_b1"].dtype == np.float32
+    merged = prior["prior"].to_dataset().merge(layer)
+    for predictions in (
+        net.predict(prior, group="prior"),
+        net.predict(prior, X_new, group="prior"),
+        net.predict(merged),
+        net.predict(merged, X_new),
+    ):
+        assert predictions.dtype == np.float32
+    # The float64 layers of the same draws, by hand: the cast is the only difference.
+    w0, b0, w1, b1 = (merged[f"net_{v}"].values.astype(float) for v in ("w0", "b0", "w1", "b1"))
+    hidden = np.tanh(np.einsum("ri,cdih->cdrh", X_new, w0) + b0[..., None, :])
+    by_hand = np.einsum("cdrh,cdho->cdro", hidden, w1) + b1[..., None, :]
+    np.testing.assert_allclose(net.predict(merged, X_new).values, by_hand, rtol=1e-6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 import xarray as xr
 
@@ -176,3 +177,19 @@ def test_split_scheme_of_the_guide_samples_a_centred_network():
     assert all(np.isfinite(posterior[v].values).all() for v in posterior.data_vars)
     assert not np.array_equal(posterior["net_w0"].values[:, 0], posterior["net_w0"].values[:, -1])
     assert not np.array_equal(posterior["sigma"].values[:, 0], posterior["sigma"].values[:, -1])
+
+
+@pytest.mark.parametrize("output", ["linear", "softmax"])
+def test_float32_network_predicts_float32_at_float64_inputs(output):
+    """``X_new`` is read as float64 (users pass NumPy's default): a float32 network's
+    predictions at it were float64, unlike those at its own inputs. Both are float32 now."""
+    with pytensor.config.change_flags(floatX="float32"), pm.Model():
+        net = mlp(X6.astype("float32"), (2, 3, 3), output=output, prior="gaussian")
+        if output == "softmax":
+            categorical_likelihood(net, LABELS6)
+        else:
+            gaussian_likelihood(net, RNG.normal(size=(6, 3)).astype("float32"), sigma=0.5)
+        prior = pm.sample_prior_predictive(draws=2, random_seed=1, compile_kwargs=FAST)
+    assert net.predict(prior, group="prior").dtype == np.float32
+    predictions = net.predict(prior, X9, group="prior")
+    assert predictions.dtype == np.float32 and np.isfinite(predictions.values).all()

@@ -14,6 +14,7 @@ import copy
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 
 import pymc_sfp as ps
@@ -478,3 +479,32 @@ def test_one_collapse_is_warned_about_though_the_ess_recovers(linear):
             model, {"X": X, "y": y_outlier}, particles=300, random_seed=0, progressbar=False
         )
     assert float(idata["filter_stats"]["ess"][-1]) == pytest.approx(300)
+
+
+@pytest.mark.parametrize("method", ["sir", "ekf"])
+def test_float32_model_results_are_float32(linear, method):
+    """A float32 model's results carry its dtype, as PyMC's samplers return draws: the filter
+    computes in float64, and the posterior, the filtered summaries and the predictive were
+    float64. Its ``warn_float64="raise"`` does not stop the filter's own float64 graphs."""
+    _, X, y = linear
+    with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
+        with pm.Model(coords={"feature": ["a", "b"]}) as model:
+            X_data = pm.Data("X", X[:1].astype("float32"))
+            y_data = pm.Data("y", y[:1].astype("float32"))
+            weights = pm.Normal("w", 0.0, 1.0, dims="feature")
+            pm.Deterministic("w_sum", weights.sum())
+            pm.Normal("obs", X_data @ weights, R_SD, observed=y_data)
+        idata = ps.sample_sequential(
+            model,
+            {"X": X[:5], "y": y[:5]},
+            method=method,
+            particles=50,
+            process_sd=Q_SD,
+            random_seed=1,
+            progressbar=False,
+        )
+    for group in ("posterior", "filtered_mean", "filtered_sd", "predictive"):
+        for name, values in idata[group].data_vars.items():
+            assert values.dtype == np.float32, (group, name)
+            assert np.isfinite(values.values).all(), (group, name)
+    assert idata["posterior"]["w"].shape == (1, 50, D)

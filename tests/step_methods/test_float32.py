@@ -84,3 +84,33 @@ def test_float32_rounding_does_not_freeze_the_dynamics(correct):
     draws = idata.posterior["mu"]
     mcse = float(az.mcse(draws.to_dataset()).to_array().squeeze())
     assert abs(float(draws.mean()) - posterior_mean) < 4 * mcse
+
+
+@pytest.mark.parametrize("step", sorted(STEPS))
+@pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
+@pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")
+def test_steps_build_under_warn_float64_raise(step):
+    """``warn_float64="raise"`` guards a float32 model against float64 creeping in; the steps'
+    own graphs are float64 by design (the sampling coordinates, the casts of the model's
+    outputs, tempering's β, the mass matrix), and building any step raised. The flag is set
+    aside only while the package builds its graphs: the model samples, its draws are float32,
+    and a float64 variable made afterwards still raises."""
+    with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
+        with pm.Model():
+            mu = pm.Normal("mu", 0.0, PRIOR_SD)
+            pm.Uniform("w", -1.0, 1.0)
+            pm.Normal("y", mu, 1.0, observed=Y)
+            idata = pm.sample(
+                step=STEPS[step](),
+                tune=10,
+                draws=10,
+                chains=1,
+                random_seed=3,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        assert pytensor.config.warn_float64 == "raise"
+        with pytest.raises(Exception, match="float64"):
+            pytensor.tensor.vector("user_vector", dtype="float64")
+    assert idata.posterior["mu"].dtype == np.float32
+    assert np.isfinite(idata.posterior["mu"].values).all()
