@@ -68,7 +68,7 @@ from pymc_sfp._validation import (
     check_positive_int,
     check_real,
 )
-from pymc_sfp.compile import compile_batched_logp, step_graph
+from pymc_sfp.compile import compile_batched_logp, float64_internals, step_graph
 
 __all__ = [
     "GrowthStage",
@@ -85,7 +85,9 @@ def _mixture_logpdf(z, log_w, mu, sigma):
     """``ln q(z_r)`` for each row of ``z`` (R, d): a log-sum-exp over the (R, Nc) component
     log-densities, :math:`\\Theta(R N_c d)`."""
     quad = -0.5 * pt.sum(((z[:, None, :] - mu[None, :, :]) / sigma[None, :, :]) ** 2, axis=-1)
-    norm = -pt.sum(pt.log(sigma), axis=-1) - 0.5 * _LOG_2PI * z.shape[-1]
+    # The dimension is an int64: as a float of z's dtype, it does not upcast a float32 model.
+    dimension = z.shape[-1].astype(z.dtype)
+    norm = -pt.sum(pt.log(sigma), axis=-1) - 0.5 * _LOG_2PI * dimension
     return pt.logsumexp(quad + norm[None, :] + log_w[None, :], axis=1)
 
 
@@ -106,9 +108,10 @@ def _shared_params(a: np.ndarray, mu: np.ndarray, zeta: np.ndarray) -> dict:
 def _numeric_mixture_logpdf() -> Callable[..., np.ndarray]:
     """:func:`_mixture_logpdf` compiled for NumPy arrays (float64), for ELBO estimates and for
     scoring candidate points outside the optimisation graph."""
-    z, mu, sigma = (pt.matrix(name, dtype="float64") for name in ("z", "mu", "sigma"))
-    log_w = pt.vector("log_w", dtype="float64")
-    return pytensor.function([z, log_w, mu, sigma], _mixture_logpdf(z, log_w, mu, sigma))
+    with float64_internals():
+        z, mu, sigma = (pt.matrix(name, dtype="float64") for name in ("z", "mu", "sigma"))
+        log_w = pt.vector("log_w", dtype="float64")
+        return pytensor.function([z, log_w, mu, sigma], _mixture_logpdf(z, log_w, mu, sigma))
 
 
 def _best_new_mean(

@@ -107,6 +107,16 @@ def test_one_component_reaches_the_mean_field_optimum_as_advi_does():
     np.testing.assert_allclose(advi.std.eval(), mix.std.eval(), rtol=0.16)
 
 
+def test_float32_mixture_density_stays_float32():
+    """The mixture's log-density of float32 rows is float32: its normalising term's dimension
+    (an int64 shape) is cast, not left to upcast a float32 model's objective to float64."""
+    from pymc_sfp.variational.mixture import _mixture_logpdf
+
+    with pytensor.config.change_flags(floatX="float32"):
+        z, mu, sigma, w = (pt.tensor(name, shape=(None,) * 2) for name in ("z", "mu", "sigma", "w"))
+        assert _mixture_logpdf(z, w[0], mu, sigma).dtype == "float32"
+
+
 @pytest.mark.parametrize("n_components", [1, 2])
 def test_float32_model(n_components):
     # The family's parameters are in floatX, as the model's; one component still reaches the
