@@ -295,6 +295,9 @@ def test_row_mass_matrices_draw_n0m_momenta_and_measure_them_by_m_inverse():
         )
         metric = mass.metric(lambda: momenta)
         np.testing.assert_array_equal(metric.draw_momentum(), mass.colour(momenta))
+        # Every row in order is the batch itself, not a copy of its matrices.
+        assert mass.rows(np.arange(3)) is mass
+        assert mass.rows(np.array([0, 2, 1])) is not mass
     with pytest.raises(ValueError, match=r"inverse_mass must have shape \(n, d\)"):
         RowMassMatrix(np.ones(3))
 
