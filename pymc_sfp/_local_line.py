@@ -43,12 +43,13 @@ import numpy as np
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Apply, Constant, Variable, equal_computations
 from pytensor.graph.replace import clone_replace, graph_replace, vectorize_graph
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs, io_toposort
 from pytensor.raise_op import CheckAndRaise
-from pytensor.tensor.basic import Alloc
+from pytensor.tensor.basic import Alloc, MakeVector, ScalarFromTensor, TensorFromScalar
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Sum
@@ -221,25 +222,40 @@ def _summed_along(
 ) -> pt.TensorVariable:
     """The sum of ``summand`` at each of the ``count`` rows of ``v``, shape ``(count,)``.
 
-    Its other inputs (the other variables, ``pm.Data``) get a leading axis of length 1 where
-    ``count`` is positive and 0 where it is not, so that in the branch of a variable that holds
-    no coordinate nothing is computed: what reads only them (``theta[idx]`` of the whole data
-    set) would otherwise be computed at every call, for every coordinate of every variable. Its
-    second axis has length 1, which broadcasts against the rows: what reads only them is
-    computed once a call, not once a row (a Cholesky factor of another variable)."""
+    The other variables it reads get a leading axis of length 1 where ``count`` is positive and
+    0 where it is not, so that in the branch of a variable that holds no coordinate nothing is
+    computed: what reads only them (``theta[idx]`` of the whole data set) would otherwise be
+    computed at every call, for every coordinate of every variable. Their second axis has length
+    1, which broadcasts against the rows: what reads only them is computed once a call, not once
+    a row (a Cholesky factor of another variable). Shapes read from them (PyMC broadcasts an
+    observed term to its value's shape) stay unbatched; data (``pm.Data``) is left as it is."""
     on = pt.switch(count > 0, 1, 0)
-    replace = {v: rows[None][:on]}
-    for other in graph_inputs([summand]):
-        if (
-            other is not v
-            and isinstance(other.type, TensorType)
-            and not isinstance(other, Constant)
-        ):
-            replace[other] = other[None, None][:on]
+    gated = [
+        other
+        for other in graph_inputs([summand])
+        if other is not v
+        and isinstance(other.type, TensorType)
+        and not isinstance(other, Constant | SharedVariable)
+    ]
+    # Each shape read from a gated variable is set aside as a placeholder while the rest is
+    # batched, and put back after.
+    shapes = {
+        node.outputs[0]: node.outputs[0].type()
+        for node in apply_ancestors([summand])
+        if isinstance(node.op, Shape | Shape_i) and node.inputs[0] in gated
+    }
+    [cut] = graph_replace([summand], shapes) if shapes else [summand]
+    replace = {v: rows[None][:on]} | {other: other[None, None][:on] for other in gated}
     try:
-        batched = vectorize_graph(summand, replace=replace)
+        batched = vectorize_graph(cut, replace=replace)
     except NotImplementedError:  # an operation of only the others that cannot be batched
-        batched = vectorize_graph(summand, replace={v: rows})[None]
+        return (
+            vectorize_graph(summand, replace={v: rows})
+            .astype("float64")
+            .sum(axis=tuple(range(1, summand.ndim + 1)))
+        )
+    if shapes:
+        [batched] = graph_replace([batched], {new: old for old, new in shapes.items()})
     batched = batched.astype("float64")
     return batched.sum(axis=(0, *range(2, batched.ndim)))
 
@@ -261,7 +277,8 @@ def _indexed_elements(
     ``v`` to ``summand`` passes through a gather ``x[idx]`` whose ``idx`` (the same for all)
     does not read ``v``; element ``k`` of each ``x`` reads only element ``k`` of ``v``
     (:func:`_one_element`); and from the gathered vectors to ``summand`` there are only
-    elementwise operations (and broadcasts of a vector to its own shape). Then element ``j`` of
+    elementwise operations, broadcasts of a vector to its own shape, and parameter checks
+    (:func:`_rebuilt_in_region`). Then element ``j`` of
     ``summand`` reads ``v[k]`` if and only if ``idx[j] == k``, and those elements are computed
     alone: the graph from the gathers on, with each gathered vector replaced by ``x[k]`` along
     the line and each other vector input by its elements at those positions (``O(G · J)`` for
@@ -292,26 +309,96 @@ def _indexed_elements(
             return None
         replaced[node.outputs[0]] = line[:, None]
     positions = _positions_of(index, gathers[0].inputs[0], k, count)
-    outside = {}
+    outside: dict = {}
+    # What each rebuilt variable is: "rows" (the vector's elements at the positions, along the
+    # line) or "check" (a parameter check's condition over them, which feeds only a check).
+    kinds = dict.fromkeys(replaced, "rows")
     for node in io_toposort(gathered, [summand]):
         if not any(i in replaced for i in node.inputs):
             continue
-        if any(out.ndim != 1 for out in node.outputs):
+        rebuilt = _rebuilt_in_region(node, replaced, kinds, positions, count, outside)
+        if rebuilt is None:
             return None
-        first = node.inputs[0]
-        if isinstance(node.op, Alloc) and first in replaced and first.type == node.outputs[0].type:
-            outputs = [replaced[first]]  # a broadcast of a vector to its own shape
-        elif isinstance(node.op, Elemwise):
-            inputs = [
-                replaced[i] if i in replaced else _at_positions(i, positions, outside)
-                for i in node.inputs
-            ]
-            outputs = node.op.make_node(*inputs).outputs
-        else:
-            return None
+        outputs, kind = rebuilt
         replaced |= dict(zip(node.outputs, outputs, strict=True))
+        kinds |= dict.fromkeys(node.outputs, kind)
+    if kinds[summand] != "rows":
+        return None
     along = pt.broadcast_to(replaced[summand], (count, positions.shape[0]))
     return along.sum(axis=1)
+
+
+def _rebuilt_in_region(
+    node: Apply,
+    replaced: dict,
+    kinds: dict,
+    positions: pt.TensorVariable,
+    count: pt.TensorVariable,
+    outside: dict,
+) -> tuple[list, str] | None:
+    """``node`` of the graph from the gathers to the summand, rebuilt on the rows at the
+    positions (:func:`_indexed_elements`), with the kind of its outputs; ``None`` where it is
+    not one of: an elementwise operation of rows (and of what does not read the gathers, taken
+    at the positions); a broadcast of rows to their own length; a parameter check of rows
+    (PyMC's ``mu >= 0``), whose conditions are elementwise comparisons of rows reduced by
+    ``all``/``any``, and the vectors, scalar conversions and elementwise operations that
+    combine them. A condition is rebuilt per point of the line (shape ``(count,)``, over the
+    rows at the positions), and a check PyMC may replace by ``-inf`` gives ``-inf`` at the
+    points where it fails, as the model's log-density does there."""
+    op, first = node.op, node.inputs[0]
+    read = {kinds[i] for i in node.inputs if i in replaced}
+    if isinstance(op, Elemwise) and len(read) == 1:
+        [kind] = read
+        if node.outputs[0].ndim != (1 if kind == "rows" else 0):
+            return None
+        inputs = [
+            replaced[i] if i in replaced else _at_positions(i, positions, outside)
+            for i in node.inputs
+        ]
+        return node.op.make_node(*inputs).outputs, kind
+    if isinstance(op, Alloc) and read == {"rows"} and first in replaced:
+        same_length = first.ndim == node.outputs[0].ndim == 1 and not first.broadcastable[0]
+        return ([replaced[first]], "rows") if same_length else None
+    if isinstance(op, CheckAndRaise):
+        return _rebuilt_check(node, replaced, kinds, positions, outside)
+    if isinstance(op, CAReduce) and first in replaced and len(read) == 1:
+        if op.axis is not None and len(op.axis) != first.ndim:
+            return None
+        reduce = {ps.AND: pt.all, ps.OR: pt.any}.get(type(op.scalar_op))
+        if reduce is None:
+            return None
+        # Rows (count, J) or a vector of conditions (count, n): reduced over their second axis.
+        condition = replaced[first]
+        return [reduce(condition, axis=1) if first.ndim == 1 else condition], "check"
+    if read != {"check"}:
+        return None
+    if isinstance(op, MakeVector):
+        conditions = [
+            replaced[i] if i in replaced else pt.broadcast_to(i, (count,)) for i in node.inputs
+        ]
+        return [pt.stack(conditions, axis=1)], "check"
+    if isinstance(op, ScalarFromTensor | TensorFromScalar):
+        return [replaced[first]], "check"
+    return None
+
+
+def _rebuilt_check(
+    node: Apply, replaced: dict, kinds: dict, positions: pt.TensorVariable, outside: dict
+) -> tuple[list, str] | None:
+    """A check (:class:`CheckAndRaise`) of rows in the region of :func:`_rebuilt_in_region`."""
+    first, *conditions = node.inputs
+    if kinds.get(first, "rows") != "rows" or any(
+        kinds.get(c, "check") != "check" for c in conditions
+    ):
+        return None
+    data = replaced[first] if first in replaced else _at_positions(first, positions, outside)
+    per_point = [replaced[c] for c in conditions if c in replaced]
+    fixed = [c for c in conditions if c not in replaced]
+    if per_point and getattr(node.op, "can_be_replaced_by_ninf", False):
+        holds = pt.and_(*per_point) if len(per_point) > 1 else per_point[0]
+        data = pt.switch(holds[:, None], data, -np.inf).astype(data.dtype)
+        return [node.op(data, *fixed) if fixed else data], "rows"
+    return [node.op(data, *fixed, *(pt.all(c) for c in per_point))], "rows"
 
 
 def _positions_of(

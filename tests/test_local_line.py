@@ -137,18 +137,21 @@ Y_GROUPS = np.array([0.5, -0.2, 1.1, 0.4, -0.9, 0.8, -1.3, 1.5, 0.1, 0.6, 0.3, -
 
 def hierarchical_regression(data: bool) -> pm.Model:
     """y_j ~ N(mu + tau z[group_j] + w[j % 3] + b x_j, sigma), non-centred: the likelihood reads
-    z through ``(mu + tau z)[group]``, the groups a constant or ``pm.Data``, and w through a
-    second, crossed grouping."""
+    z through ``(mu + tau z)[group]``, and w through a second, crossed grouping; the groups, x
+    and y constants or all ``pm.Data`` (PyMC then broadcasts the observed term to the data's
+    symbolic shape)."""
     with pm.Model() as model:
         group = pm.Data("group", GROUP) if data else GROUP
+        x = pm.Data("x", X) if data else X
+        observed = pm.Data("y_data", Y_GROUPS) if data else Y_GROUPS
         mu = pm.Normal("mu", 0.0, 1.0)
         tau = pm.HalfNormal("tau", 1.0)
         z = pm.Normal("z", 0.0, 1.0, shape=5)
         w = pm.Normal("w", 0.0, 1.0, shape=3)
         b = pm.Normal("b", 0.0, 1.0)
         sigma = pm.HalfNormal("sigma", 1.0)
-        mean = (mu + tau * z)[group] + w[np.arange(GROUP.size) % 3] + b * X
-        pm.Normal("y", mean, sigma, observed=Y_GROUPS)
+        mean = (mu + tau * z)[group] + w[np.arange(GROUP.size) % 3] + b * x
+        pm.Normal("y", mean, sigma, observed=observed)
     return model
 
 
@@ -240,3 +243,57 @@ def test_a_likelihood_broadcast_along_a_trailing_axis_reads_one_row(mean, rows, 
     assert line.relative
     assert f"{element_pairs} (term, variable) pairs one element each" in line.line_note
     assert_line_is_the_log_density(line, np.random.default_rng(8).normal(size=7), seed=4)
+
+
+def test_everything_in_pm_data_keeps_the_local_line():
+    """The usual "everything in pm.Data" model, y ~ N(mu + z[g] + x, s) with g, x and y data:
+    PyMC broadcasts the observed term to the data's symbolic shape, which the scalars' lines
+    must not batch (it failed at every call, and every line was evaluated in full)."""
+    with pm.Model() as model:
+        group, x = pm.Data("group", GROUP), pm.Data("x", X)
+        observed = pm.Data("y_data", Y_GROUPS)
+        mu, s = pm.Normal("mu", 0.0, 1.0), pm.HalfNormal("s", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=5)
+        pm.Normal("y", mu + z[group] + x, s, observed=observed)
+    line = evaluator(model)
+    assert line.relative
+    assert "1 the elements that index it" in line.line_note
+    assert_line_is_the_log_density(line, np.random.default_rng(9).normal(size=7), seed=5)
+
+
+@pytest.mark.parametrize(
+    "likelihood",
+    [
+        lambda z, group: pm.Poisson("y", z[group], observed=np.arange(GROUP.size) % 4),
+        lambda z, group: pm.Poisson("y", pt.exp(z[group]), observed=np.arange(GROUP.size) % 4),
+        lambda z, group: pm.Bernoulli("y", logit_p=z[group], observed=Y_GROUPS > 0),
+        lambda z, group: pm.Censored(
+            "y",
+            pm.Normal.dist(z[group], 1.0),
+            lower=-0.5,
+            upper=0.8,
+            observed=Y_GROUPS.clip(-0.5, 0.8),
+        ),
+    ],
+    ids=["Poisson(z)", "Poisson(exp z)", "Bernoulli(logit z)", "Censored"],
+)
+def test_a_glm_through_an_index_checks_its_parameters_per_point(likelihood):
+    """PyMC's parameter checks (mu >= 0, 0 <= p <= 1) read the group's variable; they are
+    checked on the group's rows at each point of the line, so a rate z < 0 (Poisson(z)) gives
+    -inf at those points alone, as the log-density does, and the line goes through the index."""
+    with pm.Model() as model:
+        z = pm.Normal("z", 1.0, 1.0, shape=5)
+        likelihood(z, GROUP)
+    line = evaluator(model)
+    assert line.relative
+    assert "1 the elements that index it, 0 in full" in line.line_note
+    start = np.array([1.0, 1.5, 2.0, 0.5, 0.8])
+    values = np.array([-1.0, -0.1, 0.5, 1.0, 2.5])
+    for i in range(5):
+        along, _ = line.along(start, i, values)
+        exact = []
+        for value in values:
+            point = start.copy()
+            point[i] = value
+            exact.append(line.logp(point))
+        np.testing.assert_allclose(along - along[3], np.array(exact) - exact[3], rtol=1e-10)
