@@ -31,23 +31,27 @@ STEPS = {
 }
 
 
+def sample_float32_model(make_step, **kwargs):
+    """mu ~ N(0, PRIOR_SD²), w ~ U(-1, 1), y ~ N(mu, 1) observed Y, sampled by ``make_step()``
+    in one chain (build it under ``floatX="float32"``)."""
+    with pm.Model():
+        mu = pm.Normal("mu", 0.0, PRIOR_SD)
+        pm.Uniform("w", -1.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=Y)
+        return pm.sample(
+            step=make_step(),
+            chains=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+            **kwargs,
+        )
+
+
 @pytest.mark.parametrize("step", sorted(STEPS))
 @pytest.mark.filterwarnings("ignore:QuadPotentialFullAdapt is an experimental feature")
 def test_float32_model(step, caplog):
     with pytensor.config.change_flags(floatX="float32"):
-        with pm.Model():
-            mu = pm.Normal("mu", 0.0, PRIOR_SD)
-            pm.Uniform("w", -1.0, 1.0)
-            pm.Normal("y", mu, 1.0, observed=Y)
-            idata = pm.sample(
-                step=STEPS[step](),
-                tune=300,
-                draws=600,
-                chains=1,
-                random_seed=17,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
+        idata = sample_float32_model(STEPS[step], tune=300, draws=600, random_seed=17)
     posterior = idata.posterior
     assert posterior["mu"].dtype == np.float32 and posterior["w"].dtype == np.float32
     for name, mean in (("mu", POSTERIOR_MEAN_MU), ("w", 0.0)):
@@ -96,19 +100,7 @@ def test_steps_build_under_warn_float64_raise(step):
     aside only while the package builds its graphs: the model samples, its draws are float32,
     and a float64 variable made afterwards still raises."""
     with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
-        with pm.Model():
-            mu = pm.Normal("mu", 0.0, PRIOR_SD)
-            pm.Uniform("w", -1.0, 1.0)
-            pm.Normal("y", mu, 1.0, observed=Y)
-            idata = pm.sample(
-                step=STEPS[step](),
-                tune=10,
-                draws=10,
-                chains=1,
-                random_seed=3,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
+        idata = sample_float32_model(STEPS[step], tune=10, draws=10, random_seed=3)
         assert pytensor.config.warn_float64 == "raise"
         with pytest.raises(Exception, match="float64"):
             pytensor.tensor.vector("user_vector", dtype="float64")
