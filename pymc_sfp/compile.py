@@ -1023,10 +1023,15 @@ class LineEvaluator:
                 self._network = None
             elif networks_of(graph.model):
                 self.structure_note = "no network's single weights are coordinates of this step"
-            local = local_line(graph.model, graph.value_vars, layout, join, index, values)
+            try:
+                local = local_line(graph.model, graph.value_vars, layout, join, index, values)
+                if local is not None:
+                    kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
+                    self._local = _compile([x, index, values], [local.along], kwargs)
+            except Exception as err:  # any failure to build it: the general line instead
+                _log.warning("SFP evaluates lines in full: building the local line raised %r", err)
+                local = None
             if local is not None:
-                kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
-                self._local = _compile([x, index, values], [local.along], kwargs)
                 if self._local_agrees(local, layout, x0, _coarsest_precision([logp_x])):
                     return
                 self._local = None

@@ -295,3 +295,21 @@ def test_a_glm_through_an_index_checks_its_parameters_per_point(likelihood):
             point[i] = value
             exact.append(line.logp(point))
         np.testing.assert_allclose(along - along[3], np.array(exact) - exact[3], rtol=1e-10)
+
+
+def test_a_local_line_that_fails_to_build_falls_back_to_the_general_line(monkeypatch, caplog):
+    """Whatever goes wrong while the local line is built or compiled, the step evaluates every
+    line in full and says why, as when the built line disagrees with the log-density."""
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no local line here")
+
+    monkeypatch.setattr("pymc_sfp.compile.local_line", fails)
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    line = evaluator(model)
+    assert not line.relative
+    assert "building the local line raised RuntimeError('no local line here')" in caplog.text
+    start = np.array([0.1, -0.2, 0.3])
+    logp, _ = line.along(start, 1, np.array([0.5]))
+    np.testing.assert_allclose(logp, [line.logp(np.array([0.1, 0.5, 0.3]))], rtol=1e-12)
