@@ -148,7 +148,7 @@ def local_line(
         for sign, s in reading:
             unchecked, checks = _unchecked(s, v)
             batched = vectorize_graph(unchecked, replace={v: rows})
-            one = _one_element(batched, s, v, element, trailing=True)
+            one = _one_element(batched, s, v, element, extra_axes=True)
             if one is None:
                 one = _indexed_elements(unchecked, v, rows, element, own, count)
                 n_indexed += one is not None
@@ -562,38 +562,44 @@ def _one_element(
     v: pt.TensorVariable,
     element: tuple,
     *,
-    trailing: bool = False,
+    extra_axes: bool = False,
 ) -> pt.TensorVariable | None:
     """Element ``element`` of each row of ``batched`` (``summand`` vectorised over rows of
     ``v``), if ``summand`` is shaped like ``v`` and PyTensor's rewrites reduce that element to a
     graph that reads no value of ``v`` (see the module docstring); else ``None``.
 
-    With ``trailing``, ``summand`` may also have axes after those shaped like ``v`` (``y`` of
-    shape ``(N, T)`` with mean ``theta[:, None]``): its sub-array at ``element`` is taken, and
-    summed over them."""
+    With ``extra_axes``, ``summand`` may also have axes after those shaped like ``v`` (``y`` of
+    shape ``(N, T)`` with mean ``theta[:, None]``) or before them (``y`` of shape ``(T, N)``
+    with mean ``theta[None, :]``): its sub-array at ``element`` is taken, and summed over
+    them."""
     extra = summand.ndim - v.ndim
-    if v.ndim == 0 or extra < 0 or (extra and not trailing):
+    if v.ndim == 0 or extra < 0 or (extra and not extra_axes):
         return None
-    if not _same_shape(summand, v):
-        return None
-    [one] = unlooped_blockwise([batched[(slice(None), *element)]])
-    # A second pass lifts the indices that the first merged into one (an index is lifted only
-    # through an operation whose result nothing else reads).
-    for _ in range(2):
-        [one] = rewrite_graph([one], include=_LIFT)
-    for node in apply_ancestors([one]):
-        if v in node.inputs and not isinstance(node.op, Shape | Shape_i):
-            return None
-    return one.sum(axis=tuple(range(1, one.ndim))) if extra else one
+    places = [(slice(None), *element)] if _same_shape(summand, v) else []
+    if extra and _same_shape(summand, v, last=True):
+        places.append((slice(None), Ellipsis, *element))
+    for place in places:
+        [one] = unlooped_blockwise([batched[place]])
+        # A second pass lifts the indices that the first merged into one (an index is lifted
+        # only through an operation whose result nothing else reads).
+        for _ in range(2):
+            [one] = rewrite_graph([one], include=_LIFT)
+        if not any(
+            v in node.inputs and not isinstance(node.op, Shape | Shape_i)
+            for node in apply_ancestors([one])
+        ):
+            return one.sum(axis=tuple(range(1, one.ndim))) if extra else one
+    return None
 
 
-def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable) -> bool:
-    """Whether the leading axes of ``a`` have the shape of ``b``, statically or by PyTensor's
-    shape rewrites."""
-    leading = a.type.shape[: b.ndim]
-    if None not in leading and leading == b.type.shape:
+def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable, *, last: bool = False) -> bool:
+    """Whether the leading (or, with ``last``, the last) axes of ``a`` have the shape of ``b``,
+    statically or by PyTensor's shape rewrites."""
+    axes = slice(a.ndim - b.ndim, None) if last else slice(None, b.ndim)
+    static = a.type.shape[axes]
+    if None not in static and static == b.type.shape:
         return True
-    [same] = rewrite_graph([pt.all(pt.eq(a.shape[: b.ndim], b.shape))], include=("canonicalize",))
+    [same] = rewrite_graph([pt.all(pt.eq(a.shape[axes], b.shape))], include=("canonicalize",))
     return isinstance(same, pt.TensorConstant) and bool(same.data)
 
 

@@ -301,15 +301,16 @@ def test_sfp_samples_conjugate_varying_slopes_through_the_index():
     [
         (lambda theta: theta[:, None], 1, 2),  # row k reads theta[k]: one row each
         (lambda theta: (theta + pt.roll(theta, 1))[:, None], 1, 1),  # row k: theta[k], [k-1]
-        (lambda theta: theta[None, :], 0, 1),  # column k reads theta[k]: summed in full
+        (lambda theta: theta[None, :], 0, 2),  # column k reads theta[k]: one column each
+        (lambda theta: (theta + pt.roll(theta, 1))[None, :], 0, 1),  # column k: also k-1
     ],
-    ids=["row", "row-and-neighbour", "column"],
+    ids=["row", "row-and-neighbour", "column", "column-and-neighbour"],
 )
-def test_a_likelihood_broadcast_along_a_trailing_axis_reads_one_row(mean, rows, element_pairs):
-    """y of shape (6, 3) (or (3, 6)) with a mean broadcast from theta (6,): where row k reads
-    theta[k] alone, theta's coordinate k reads row k of the likelihood, summed (one "element");
-    a row that also reads a neighbour, or a column, is summed in full. Along every coordinate the
-    line is the log-density up to a constant."""
+def test_a_likelihood_broadcast_along_other_axes_reads_one_row(mean, rows, element_pairs):
+    """y of shape (6, 3) (or (3, 6)) with a mean broadcast from theta (6,): where row k (or
+    column k) reads theta[k] alone, theta's coordinate k reads row (column) k of the likelihood,
+    summed (one "element"); a row or column that also reads a neighbour is summed in full. Along
+    every coordinate the line is the log-density up to a constant."""
     observed = np.linspace(-1.0, 1.0, 18).reshape((6, 3) if rows else (3, 6))
     with pm.Model() as model:
         tau = pm.HalfNormal("tau", 1.0)
