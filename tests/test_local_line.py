@@ -38,6 +38,19 @@ def evaluator(model: pm.Model) -> LineEvaluator:
     return LineEvaluator(graph, layout, gradient=False, batched=True)
 
 
+def sample_sfp(model: pm.Model, seed: int, **options) -> tuple:
+    """1500 draws (after 300 tuning) of ``SFPStep(L=30, **options)``, and the step."""
+    steps = []
+    idata = sample(
+        model,
+        lambda: steps.append(SFPStep(L=30, **options)) or steps[-1],
+        draws=1500,
+        tune=300,
+        random_seed=seed,
+    )
+    return idata, steps[0]
+
+
 def test_a_separable_model_reads_one_element_per_coordinate():
     """Each coordinate of 0.5 N(-2, 1) + 0.5 N(2, 1) per coordinate (a potential summing them)
     reads its own element: the compiled line does not read the other coordinates at all, so
@@ -103,15 +116,8 @@ def test_sfp_with_local_lines_samples_a_conjugate_model(compiled):
         pm.Normal("y", v, 0.5, observed=Y)
         u = pm.Uniform("u", 0.0, 1.0, shape=3)
         pm.Potential("beta", pt.sum(pt.log(u)))
-    steps = []
-    idata = sample(
-        model,
-        lambda: steps.append(SFPStep(L=30, compiled=compiled)) or steps[-1],
-        draws=1500,
-        tune=300,
-        random_seed=11,
-    )
-    assert steps[0].evaluator.relative
+    idata, step = sample_sfp(model, 11, compiled=compiled)
+    assert step.evaluator.relative
     mean = 0.8 * Y[:3]
     assert_moments(idata, "v", mean, np.outer(mean, mean) + 0.2 * np.eye(3))
     assert_moments(idata, "u", np.full(2, 2 / 3), np.full((2, 2), 4 / 9) + np.diag([1 / 18] * 2))
@@ -206,15 +212,8 @@ def test_sfp_samples_a_grouped_conjugate_model_through_the_index():
     groups = np.where(GROUP < 0, GROUP + 5, GROUP)
     precision = 1.0 + 4.0 * np.bincount(groups, minlength=5)
     mean = 4.0 * np.bincount(groups, weights=Y_GROUPS, minlength=5) / precision
-    steps = []
-    idata = sample(
-        model,
-        lambda: steps.append(SFPStep(L=30)) or steps[-1],
-        draws=1500,
-        tune=300,
-        random_seed=12,
-    )
-    assert "1 the elements that index it" in steps[0].evaluator.line_note
+    idata, step = sample_sfp(model, 12)
+    assert "1 the elements that index it" in step.evaluator.line_note
     assert_moments(idata, "z", mean, np.outer(mean, mean) + np.diag(1.0 / precision))
 
 
@@ -283,15 +282,8 @@ def test_sfp_samples_conjugate_varying_slopes_through_the_index():
         cov_k = np.linalg.inv(np.eye(2) + 4.0 * XS[rows].T @ XS[rows])
         mean[k] = 4.0 * cov_k @ XS[rows].T @ Y_GROUPS[rows]
         cov[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = cov_k
-    steps = []
-    idata = sample(
-        model,
-        lambda: steps.append(SFPStep(L=30)) or steps[-1],
-        draws=1500,
-        tune=300,
-        random_seed=13,
-    )
-    assert "1 the elements that index it, 0 in full" in steps[0].evaluator.line_note
+    idata, step = sample_sfp(model, 13)
+    assert "1 the elements that index it, 0 in full" in step.evaluator.line_note
     flat = mean.ravel()
     assert_moments(idata, "flat", flat, np.outer(flat, flat) + cov)
 
