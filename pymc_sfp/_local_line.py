@@ -12,11 +12,12 @@ only up to a constant of the line. This module builds that *local line*:
   scalars, whose elements are summed;
 * for coordinate ``i`` of value variable ``v``, a summand that does not read ``v`` is left out;
   a summand ``S`` shaped like ``v`` whose element ``k`` reads only element ``k`` of ``v``
-  contributes that element alone (``O(G)``); a vector summand that reads ``v`` only through an
-  index, ``x[idx]`` with element ``k`` of ``x`` reading only element ``k`` of ``v``, and is
-  elementwise from there on, contributes its elements ``j`` with ``idx[j] == k`` (``O(G · J)``,
-  :func:`_indexed_elements`); any other summand that reads ``v`` contributes its sum, vectorised
-  over the ``G`` values of ``v`` alone (``O(G · size)``);
+  contributes that element alone (``O(G)``); a summand that reads ``v`` only through an index
+  on the first axis, ``x[idx]`` with element ``k`` of ``x`` reading only element ``k`` of
+  ``v``, and keeps its rows apart from there on (elementwise, or reduced along other axes:
+  ``(X * beta[group]).sum(-1)``), contributes its rows ``j`` with ``idx[j]`` the coordinate's
+  row of ``v`` (``O(G · J)``, :func:`_indexed_elements`); any other summand that reads ``v``
+  contributes its sum, vectorised over the ``G`` values of ``v`` alone (``O(G · size)``);
 * each variable's contributions are a branch of one graph that gets the values only for the
   variable that holds the coordinate (the others get none, and compute nothing per value).
 
@@ -54,7 +55,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Sum
 from pytensor.tensor.shape import Shape, Shape_i
-from pytensor.tensor.subtensor import AdvancedSubtensor, indices_from_subtensor
+from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor, indices_from_subtensor
 from pytensor.tensor.type import TensorType, integer_dtypes
 
 if TYPE_CHECKING:
@@ -147,9 +148,9 @@ def local_line(
         for sign, s in reading:
             unchecked, checks = _unchecked(s, v)
             batched = vectorize_graph(unchecked, replace={v: rows})
-            one = _one_element(batched, s, v, element, trailing=True)
+            one = _one_element(batched, s, v, element, extra_axes=True)
             if one is None:
-                one = _indexed_elements(unchecked, v, rows, element, k, own, count)
+                one = _indexed_elements(unchecked, v, rows, element, own, count)
                 n_indexed += one is not None
             else:
                 n_elements += 1
@@ -265,26 +266,29 @@ def _indexed_elements(
     v: pt.TensorVariable,
     rows: pt.TensorVariable,
     element: tuple,
-    k: pt.TensorVariable,
     own: pt.TensorVariable,
     count: pt.TensorVariable,
 ) -> pt.TensorVariable | None:
-    """Per row of ``rows``, the sum of the elements of ``summand`` that read element ``k`` of
-    ``v``, where ``summand`` reads ``v`` only through gathers ``x[idx]`` by one index vector
-    (the likelihood of a hierarchical model, ``a[group]``); else ``None``.
+    """Per row of ``rows``, the sum of the elements of ``summand`` that read element
+    ``element`` of ``v``, where ``summand`` reads ``v`` only through gathers ``x[idx]`` by one
+    index vector on the first axis (the likelihood of a hierarchical model, ``a[group]``, or of
+    varying slopes, ``(X * beta[group]).sum(-1)``); else ``None``.
 
-    The conditions, each shown on the graph: ``v`` and ``summand`` are vectors; every path from
-    ``v`` to ``summand`` passes through a gather ``x[idx]`` whose ``idx`` (the same for all)
-    does not read ``v``; element ``k`` of each ``x`` reads only element ``k`` of ``v``
-    (:func:`_one_element`); and from the gathered vectors to ``summand`` there are only
-    elementwise operations, broadcasts of a vector to its own shape, and parameter checks
-    (:func:`_rebuilt_in_region`). Then element ``j`` of
-    ``summand`` reads ``v[k]`` if and only if ``idx[j] == k``, and those elements are computed
-    alone: the graph from the gathers on, with each gathered vector replaced by ``x[k]`` along
-    the line and each other vector input by its elements at those positions (``O(G · J)`` for
-    ``J`` of them, against ``O(G · size)`` summed in full; finding them, see
-    :func:`_positions_of`)."""
-    if v.ndim != 1 or summand.ndim != 1:
+    The conditions, each shown on the graph: ``v`` and ``summand`` are not scalars; every path
+    from ``v`` to ``summand`` passes through a gather ``x[idx, ...]`` (:func:`_gather_indices`)
+    whose ``idx`` (the same for all) and further indices do not read ``v``; element ``e`` of
+    each ``x`` reads only element ``e`` of ``v`` (:func:`_one_element`); and from the gathered
+    arrays to ``summand`` there are only operations that keep row ``j`` (the first axis) a
+    function of row ``j`` of their inputs: elementwise operations, reductions and basic indices
+    over the other axes, broadcasts to the same shape, transpositions that keep the first axis
+    first, and parameter checks (:func:`_rebuilt_in_region`). Then row ``j`` of ``summand``
+    reads only row ``idx[j]`` of each ``x``, so of ``v``, and the rows with ``idx[j] ==
+    element[0]`` are computed alone: the graph from the gathers on, with each gathered array
+    replaced by row ``element[0]`` of ``x`` along the line (:func:`_row_along`) and each other
+    input by its rows at those positions (``O(G · J)`` for ``J`` of them, against
+    ``O(G · size)`` summed in full; finding them, see :func:`_positions_of`). The other
+    elements of those rows do not read the coordinate; they add a constant of the line."""
+    if v.ndim == 0 or summand.ndim == 0:
         return None
     gathers = [
         node
@@ -304,14 +308,17 @@ def _indexed_elements(
         return None  # read besides the gathers, or a gather of a gather
     replaced = {}
     for node in gathers:
-        line = _element_along(node.inputs[0], v, rows, element, own)
-        if line is None:
+        row = _row_along(node.inputs[0], v, rows, element, own)
+        if row is None:
             return None
-        replaced[node.outputs[0]] = line[:, None]
-    positions = _positions_of(index, gathers[0].inputs[0], k, count)
+        _, *rest = _gather_indices(node)
+        # The further indices (``beta[group, 0]``) taken of the row: the advanced axis of a
+        # gather whose first index is the vector comes first, as the row's point axis does.
+        replaced[node.outputs[0]] = row[(slice(None), *rest)][:, None]
+    positions = _positions_of(index, gathers[0].inputs[0], element[0], count)
     outside: dict = {}
-    # What each rebuilt variable is: "rows" (the vector's elements at the positions, along the
-    # line) or "check" (a parameter check's condition over them, which feeds only a check).
+    # What each rebuilt variable is: "rows" (the array's rows at the positions, along the line)
+    # or "check" (a parameter check's condition over them, which feeds only a check).
     kinds = dict.fromkeys(replaced, "rows")
     for node in io_toposort(gathered, [summand]):
         if not any(i in replaced for i in node.inputs):
@@ -324,8 +331,9 @@ def _indexed_elements(
         kinds |= dict.fromkeys(node.outputs, kind)
     if kinds[summand] != "rows":
         return None
-    along = pt.broadcast_to(replaced[summand], (count, positions.shape[0]))
-    return along.sum(axis=1)
+    along = replaced[summand]
+    along = pt.broadcast_to(along, (count, positions.shape[0], *along.shape[2:]))
+    return along.sum(axis=tuple(range(1, along.ndim)))
 
 
 def _rebuilt_in_region(
@@ -339,26 +347,29 @@ def _rebuilt_in_region(
     """``node`` of the graph from the gathers to the summand, rebuilt on the rows at the
     positions (:func:`_indexed_elements`), with the kind of its outputs; ``None`` where it is
     not one of: an elementwise operation of rows (and of what does not read the gathers, taken
-    at the positions); a broadcast of rows to their own length; a parameter check of rows
+    at the positions); a reduction, a basic index (``[:, 0]``) or a transposition of rows that
+    keeps their first axis; a broadcast of rows to their own shape; a parameter check of rows
     (PyMC's ``mu >= 0``), whose conditions are elementwise comparisons of rows reduced by
     ``all``/``any``, and the vectors, scalar conversions and elementwise operations that
-    combine them. A condition is rebuilt per point of the line (shape ``(count,)``, over the
-    rows at the positions), and a check PyMC may replace by ``-inf`` gives ``-inf`` at the
-    points where it fails, as the model's log-density does there."""
+    combine them. Rows rebuilt have a first axis more, the points of the line. A condition is
+    rebuilt per point of the line (shape ``(count,)``, over the rows at the positions), and a
+    check PyMC may replace by ``-inf`` gives ``-inf`` at the points where it fails, as the
+    model's log-density does there."""
     op, first = node.op, node.inputs[0]
     read = {kinds[i] for i in node.inputs if i in replaced}
     if isinstance(op, Elemwise) and len(read) == 1:
         [kind] = read
-        if node.outputs[0].ndim != (1 if kind == "rows" else 0):
+        if (node.outputs[0].ndim == 0) == (kind == "rows"):
             return None
         inputs = [
             replaced[i] if i in replaced else _at_positions(i, positions, outside)
             for i in node.inputs
         ]
         return node.op.make_node(*inputs).outputs, kind
-    if isinstance(op, Alloc) and read == {"rows"} and first in replaced:
-        same_length = first.ndim == node.outputs[0].ndim == 1 and not first.broadcastable[0]
-        return ([replaced[first]], "rows") if same_length else None
+    if read == {"rows"} and first in replaced and not any(i in replaced for i in node.inputs[1:]):
+        row_wise = _row_wise(node, replaced[first])
+        if row_wise is not None:
+            return [row_wise], "rows"
     if isinstance(op, CheckAndRaise):
         return _rebuilt_check(node, replaced, kinds, positions, outside)
     if isinstance(op, CAReduce) and first in replaced and len(read) == 1:
@@ -367,9 +378,12 @@ def _rebuilt_in_region(
         reduce = {ps.AND: pt.all, ps.OR: pt.any}.get(type(op.scalar_op))
         if reduce is None:
             return None
-        # Rows (count, J) or a vector of conditions (count, n): reduced over their second axis.
+        # Rows (count, J, ...) or a vector of conditions (count, n): reduced over all but the
+        # points of the line; a scalar condition (count,) is one already.
         condition = replaced[first]
-        return [reduce(condition, axis=1) if first.ndim == 1 else condition], "check"
+        if first.ndim:
+            condition = reduce(condition, axis=tuple(range(1, condition.ndim)))
+        return [condition], "check"
     if read != {"check"}:
         return None
     if isinstance(op, MakeVector):
@@ -379,6 +393,31 @@ def _rebuilt_in_region(
         return [pt.stack(conditions, axis=1)], "check"
     if isinstance(op, ScalarFromTensor | TensorFromScalar):
         return [replaced[first]], "check"
+    return None
+
+
+def _row_wise(node: Apply, rows: pt.TensorVariable) -> pt.TensorVariable | None:
+    """``node``, whose first input ``x`` is rows (:func:`_rebuilt_in_region`), applied to
+    ``rows`` (``x`` at the positions along the line, one axis more in front), where row ``j`` of
+    its output is a function of row ``j`` of ``x`` alone and of inputs that are not rows: a
+    reduction over other axes than the first, a basic index whose first entry is ``:``, a
+    transposition or broadcast that keeps the first axis first, and an allocation to ``x``'s own
+    number of axes (PyMC's broadcast of a term to its value's shape, which cannot change the
+    length of a first axis that may not broadcast). ``None`` for any other."""
+    op, x = node.op, node.inputs[0]
+    shifted = [a + 1 for a in range(x.ndim)]
+    if isinstance(op, CAReduce) and op.axis is not None and 0 not in op.axis:
+        return op.clone(axis=[shifted[a] for a in op.axis])(rows)
+    if isinstance(op, Subtensor):
+        first, *rest = indices_from_subtensor(node.inputs[1:], op.idx_list)
+        whole = isinstance(first, slice) and (first.start, first.stop, first.step) == (None,) * 3
+        return rows[(slice(None), slice(None), *rest)] if whole else None
+    if isinstance(op, DimShuffle) and op.new_order[:1] == (0,):
+        if rows.type.broadcastable[2:] != x.type.broadcastable[1:]:
+            return None  # a dropped axis not known to be 1 in the rows
+        return rows.dimshuffle(0, *("x" if a == "x" else shifted[a] for a in op.new_order))
+    if isinstance(op, Alloc) and node.outputs[0].ndim == x.ndim and not x.broadcastable[0]:
+        return pt.alloc(rows, rows.shape[0], rows.shape[1], *node.inputs[2:])
     return None
 
 
@@ -396,7 +435,8 @@ def _rebuilt_check(
     fixed = [c for c in conditions if c not in replaced]
     if per_point and getattr(node.op, "can_be_replaced_by_ninf", False):
         holds = pt.and_(*per_point) if len(per_point) > 1 else per_point[0]
-        data = pt.switch(holds[:, None], data, -np.inf).astype(data.dtype)
+        holds = pt.shape_padright(holds, data.ndim - 1)
+        data = pt.switch(holds, data, -np.inf).astype(data.dtype)
         return [node.op(data, *fixed) if fixed else data], "rows"
     return [node.op(data, *fixed, *(pt.all(c) for c in per_point))], "rows"
 
@@ -424,68 +464,89 @@ def _positions_of(
     return pt.nonzero(pt.eq(wrapped, k))[0]
 
 
-def _is_gather(node: Apply) -> bool:
-    """Whether ``node`` is ``x[index]``: a vector indexed by one integer vector, giving a vector
-    of no static length 1."""
+def _gather_indices(node: Apply) -> list | None:
+    """The indices of ``node`` if it is ``x[index, ...]``: an array indexed on its first axis by
+    one integer vector, and on the others (if at all) by integers and slices, giving an array
+    whose first axis has no static length 1 (row ``j`` is ``x[index[j]][...]``); else
+    ``None``."""
     x, *rest = node.inputs
     indices = indices_from_subtensor(rest, node.op.idx_list)
-    if x.ndim != 1 or len(indices) != 1 or node.outputs[0].type.broadcastable != (False,):
-        return False
-    [index] = indices
-    return (
-        isinstance(index, Variable)
-        and isinstance(index.type, TensorType)
-        and index.dtype in integer_dtypes
-        and index.ndim == 1
-    )
+    if x.ndim == 0 or not indices or node.outputs[0].type.broadcastable[:1] != (False,):
+        return None
+    index, *further = indices
+    if not (_integer(index) and index.ndim == 1):
+        return None
+    for i in further:
+        parts = (i.start, i.stop, i.step) if isinstance(i, slice) else (i,)
+        if not all(p is None or (_integer(p) and p.ndim == 0) for p in parts):
+            return None  # another vector would pair rows with its entries, not take a row
+    return indices
+
+
+def _integer(x: Any) -> bool:
+    """Whether ``x`` is a symbolic integer (tensor or scalar)."""
+    return isinstance(x, Variable) and getattr(x, "dtype", None) in integer_dtypes
 
 
 def _gather_index(node: Apply, v: pt.TensorVariable) -> pt.TensorVariable | None:
-    """The index vector of ``node`` if it is a gather (:func:`_is_gather`) whose index does not
-    read ``v``; else ``None``."""
-    if not _is_gather(node) or v in ancestors([node.inputs[1]]):
+    """The index vector of ``node`` if it is a gather (:func:`_gather_indices`) whose indices
+    do not read ``v``; else ``None``."""
+    indices = _gather_indices(node)
+    if indices is None or v in ancestors(node.inputs[1:]):
         return None
-    return node.inputs[1]
+    return indices[0]
 
 
-def _element_along(
+def _row_along(
     x: pt.TensorVariable,
     v: pt.TensorVariable,
     rows: pt.TensorVariable,
     element: tuple,
     own: pt.TensorVariable,
 ) -> pt.TensorVariable | None:
-    """Element ``element`` of ``x`` along the line (``own``: the values of ``v`` there), if it
-    reads only that element of ``v`` (:func:`_one_element`); else ``None``."""
-    if x is v:
-        return own
+    """Row ``element[0]`` of ``x`` along the line (``own``: the values of ``v`` there), shape
+    ``(G, *x.shape[1:])``, if element ``e`` of ``x`` reads only element ``e`` of ``v``
+    (:func:`_one_element`, shown for a symbolic ``e``, so for every one); else ``None``.
+
+    Its element ``element[1:]`` is the element of ``x`` along the line; the others read other
+    elements of ``v``, not the coordinate, so they are the row at the current point."""
     unchecked, checks = _unchecked(x, v)
-    one = _one_element(vectorize_graph(unchecked, replace={v: rows}), x, v, element)
-    if one is None:
-        return None
-    for check in checks:
-        one = check.op(one, *check.inputs[1:])
-    return one.astype(x.dtype)
+    if x is v:
+        line = own
+    else:
+        line = _one_element(vectorize_graph(unchecked, replace={v: rows}), x, v, element)
+        if line is None:
+            return None
+        for check in checks:
+            line = check.op(line, *check.inputs[1:])
+        line = line.astype(x.dtype)
+    if x.ndim == 1:
+        return line
+    row = pt.repeat(unchecked[element[0]][None], line.shape[0], axis=0)
+    return pt.set_subtensor(row[(slice(None), *element[1:])], line)
 
 
 def _at_positions(
     x: pt.TensorVariable, positions: pt.TensorVariable, memo: dict
 ) -> pt.TensorVariable:
-    """``x`` at ``positions`` where it is a vector, as it is (a scalar or broadcast) else.
+    """The rows of ``x`` at ``positions`` (its first axis), or ``x`` as it is where it is a
+    scalar or broadcast along that axis.
 
     An elementwise operation is taken at the positions of its inputs (``b * x[positions]``,
-    not ``(b * x)[positions]``, which would compute the whole vector at every call)."""
+    not ``(b * x)[positions]``, which would compute the whole array at every call)."""
     if x.ndim == 0 or x.type.broadcastable[0]:
         return x
     if x not in memo:
         node = x.owner
-        if node is not None and isinstance(node.op, Elemwise) and x.ndim == 1:
+        if node is not None and isinstance(node.op, Elemwise):
             inputs = [_at_positions(i, positions, memo) for i in node.inputs]
             memo |= dict(zip(node.outputs, node.op.make_node(*inputs).outputs, strict=True))
-        elif node is not None and isinstance(node.op, AdvancedSubtensor) and _is_gather(node):
-            # Another variable's vector through its own index (a second grouping).
-            source, index = node.inputs
-            memo[x] = source[_at_positions(index, positions, memo)]
+        elif isinstance(getattr(node, "op", None), AdvancedSubtensor) and (
+            indices := _gather_indices(node)
+        ):
+            # Another variable's array through its own index (a second grouping).
+            index, *further = indices
+            memo[x] = node.inputs[0][(_at_positions(index, positions, memo), *further)]
         else:
             memo[x] = x[positions]
     return memo[x]
@@ -501,38 +562,44 @@ def _one_element(
     v: pt.TensorVariable,
     element: tuple,
     *,
-    trailing: bool = False,
+    extra_axes: bool = False,
 ) -> pt.TensorVariable | None:
     """Element ``element`` of each row of ``batched`` (``summand`` vectorised over rows of
     ``v``), if ``summand`` is shaped like ``v`` and PyTensor's rewrites reduce that element to a
     graph that reads no value of ``v`` (see the module docstring); else ``None``.
 
-    With ``trailing``, ``summand`` may also have axes after those shaped like ``v`` (``y`` of
-    shape ``(N, T)`` with mean ``theta[:, None]``): its sub-array at ``element`` is taken, and
-    summed over them."""
+    With ``extra_axes``, ``summand`` may also have axes after those shaped like ``v`` (``y`` of
+    shape ``(N, T)`` with mean ``theta[:, None]``) or before them (``y`` of shape ``(T, N)``
+    with mean ``theta[None, :]``): its sub-array at ``element`` is taken, and summed over
+    them."""
     extra = summand.ndim - v.ndim
-    if v.ndim == 0 or extra < 0 or (extra and not trailing):
+    if v.ndim == 0 or extra < 0 or (extra and not extra_axes):
         return None
-    if not _same_shape(summand, v):
-        return None
-    [one] = unlooped_blockwise([batched[(slice(None), *element)]])
-    # A second pass lifts the indices that the first merged into one (an index is lifted only
-    # through an operation whose result nothing else reads).
-    for _ in range(2):
-        [one] = rewrite_graph([one], include=_LIFT)
-    for node in apply_ancestors([one]):
-        if v in node.inputs and not isinstance(node.op, Shape | Shape_i):
-            return None
-    return one.sum(axis=tuple(range(1, one.ndim))) if extra else one
+    places = [(slice(None), *element)] if _same_shape(summand, v) else []
+    if extra and _same_shape(summand, v, last=True):
+        places.append((slice(None), Ellipsis, *element))
+    for place in places:
+        [one] = unlooped_blockwise([batched[place]])
+        # A second pass lifts the indices that the first merged into one (an index is lifted
+        # only through an operation whose result nothing else reads).
+        for _ in range(2):
+            [one] = rewrite_graph([one], include=_LIFT)
+        if not any(
+            v in node.inputs and not isinstance(node.op, Shape | Shape_i)
+            for node in apply_ancestors([one])
+        ):
+            return one.sum(axis=tuple(range(1, one.ndim))) if extra else one
+    return None
 
 
-def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable) -> bool:
-    """Whether the leading axes of ``a`` have the shape of ``b``, statically or by PyTensor's
-    shape rewrites."""
-    leading = a.type.shape[: b.ndim]
-    if None not in leading and leading == b.type.shape:
+def _same_shape(a: pt.TensorVariable, b: pt.TensorVariable, *, last: bool = False) -> bool:
+    """Whether the leading (or, with ``last``, the last) axes of ``a`` have the shape of ``b``,
+    statically or by PyTensor's shape rewrites."""
+    axes = slice(a.ndim - b.ndim, None) if last else slice(None, b.ndim)
+    static = a.type.shape[axes]
+    if None not in static and static == b.type.shape:
         return True
-    [same] = rewrite_graph([pt.all(pt.eq(a.shape[: b.ndim], b.shape))], include=("canonicalize",))
+    [same] = rewrite_graph([pt.all(pt.eq(a.shape[axes], b.shape))], include=("canonicalize",))
     return isinstance(same, pt.TensorConstant) and bool(same.data)
 
 

@@ -38,6 +38,19 @@ def evaluator(model: pm.Model) -> LineEvaluator:
     return LineEvaluator(graph, layout, gradient=False, batched=True)
 
 
+def sample_sfp(model: pm.Model, seed: int, **options) -> tuple:
+    """1500 draws (after 300 tuning) of ``SFPStep(L=30, **options)``, and the step."""
+    steps = []
+    idata = sample(
+        model,
+        lambda: steps.append(SFPStep(L=30, **options)) or steps[-1],
+        draws=1500,
+        tune=300,
+        random_seed=seed,
+    )
+    return idata, steps[0]
+
+
 def test_a_separable_model_reads_one_element_per_coordinate():
     """Each coordinate of 0.5 N(-2, 1) + 0.5 N(2, 1) per coordinate (a potential summing them)
     reads its own element: the compiled line does not read the other coordinates at all, so
@@ -103,15 +116,8 @@ def test_sfp_with_local_lines_samples_a_conjugate_model(compiled):
         pm.Normal("y", v, 0.5, observed=Y)
         u = pm.Uniform("u", 0.0, 1.0, shape=3)
         pm.Potential("beta", pt.sum(pt.log(u)))
-    steps = []
-    idata = sample(
-        model,
-        lambda: steps.append(SFPStep(L=30, compiled=compiled)) or steps[-1],
-        draws=1500,
-        tune=300,
-        random_seed=11,
-    )
-    assert steps[0].evaluator.relative
+    idata, step = sample_sfp(model, 11, compiled=compiled)
+    assert step.evaluator.relative
     mean = 0.8 * Y[:3]
     assert_moments(idata, "v", mean, np.outer(mean, mean) + 0.2 * np.eye(3))
     assert_moments(idata, "u", np.full(2, 2 / 3), np.full((2, 2), 4 / 9) + np.diag([1 / 18] * 2))
@@ -206,16 +212,80 @@ def test_sfp_samples_a_grouped_conjugate_model_through_the_index():
     groups = np.where(GROUP < 0, GROUP + 5, GROUP)
     precision = 1.0 + 4.0 * np.bincount(groups, minlength=5)
     mean = 4.0 * np.bincount(groups, weights=Y_GROUPS, minlength=5) / precision
-    steps = []
-    idata = sample(
-        model,
-        lambda: steps.append(SFPStep(L=30)) or steps[-1],
-        draws=1500,
-        tune=300,
-        random_seed=12,
-    )
-    assert "1 the elements that index it" in steps[0].evaluator.line_note
+    idata, step = sample_sfp(model, 12)
+    assert "1 the elements that index it" in step.evaluator.line_note
     assert_moments(idata, "z", mean, np.outer(mean, mean) + np.diag(1.0 / precision))
+
+
+# Two covariates per row, for slopes that vary by group (beta of shape (5, 2)).
+XS = np.column_stack([X, np.cos(3.0 * X)])
+
+
+def test_varying_slopes_read_the_rows_of_their_group():
+    """Non-centred slopes beta = mu_b + sigma_b z of shape (5, 2), read through the index on
+    their first axis by three likelihoods: ``(X * beta[group]).sum(-1)``, column by column
+    (``beta[group, 0]``, ``beta[group][:, 1]``), and as the mean of a (12, 2) y. Coordinate
+    (k, p) of z reads each likelihood's rows of group k alone (z's three pairs counted "through
+    the index", with alpha's), including a group with no rows and one reached by a negative
+    index; along every coordinate the line is the log-density up to a constant."""
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 1.0, shape=5)
+        mu_b = pm.Normal("mu_b", 0.0, 1.0, shape=2)
+        sigma_b = pm.HalfNormal("sigma_b", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=(5, 2))
+        beta = mu_b + sigma_b * z
+        pm.Normal("y_sum", alpha[GROUP] + (XS * beta[GROUP]).sum(-1), 0.7, observed=Y_GROUPS)
+        columns = alpha[GROUP] + beta[GROUP, 0] * XS[:, 0] + beta[GROUP][:, 1] * XS[:, 1]
+        pm.Normal("y_columns", columns, 0.7, observed=-Y_GROUPS)
+        matrix = alpha[GROUP][:, None] + beta[GROUP]
+        pm.Normal("y_matrix", matrix, 0.7, observed=np.outer(Y_GROUPS, [1.0, -1.0]))
+    line = evaluator(model)
+    assert line.relative
+    assert "6 the elements that index it" in line.line_note
+    assert_line_is_the_log_density(line, np.random.default_rng(10).normal(size=18), seed=6)
+
+
+def test_a_matrix_read_across_its_rows_is_summed_in_full():
+    """Where row j of a likelihood may read other rows of beta than beta[group_j] (the groups
+    on beta's second axis, rows reversed after the index, a sum over the rows), that likelihood
+    is summed in full at every coordinate of beta (only alpha's pairs "through the index"), and
+    the line stays the log-density up to a constant."""
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 1.0, shape=5)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=(5, 2))
+        means = [
+            (XS.T * beta.T[:, GROUP]).sum(0),
+            (XS * beta[GROUP][::-1]).sum(-1),
+            (XS * beta[GROUP]).sum(-1) + beta[GROUP].sum(0)[0],
+        ]
+        for i, mean in enumerate(means):
+            pm.Normal(f"y{i}", alpha[GROUP] + mean, 0.7, observed=Y_GROUPS)
+    line = evaluator(model)
+    assert line.relative
+    assert "3 the elements that index it, 3 in full" in line.line_note
+    assert_line_is_the_log_density(line, np.random.default_rng(11).normal(size=15), seed=7)
+
+
+def test_sfp_samples_conjugate_varying_slopes_through_the_index():
+    """beta_k ~ N(0, I_2), y_j ~ N(x_j · beta[group_j], 0.5²): beta_k | y ~ N(m_k, S_k) with
+    S_k = (I + 4 X_kᵀ X_k)⁻¹ and m_k = 4 S_k X_kᵀ y_k, independent across groups (group 3 has
+    no rows: the prior). Means and second moments of the ten coordinates within 4 MCSE,
+    sampled on the line through the index."""
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 1.0, shape=(5, 2))
+        pm.Normal("y", (XS * beta[GROUP]).sum(-1), 0.5, observed=Y_GROUPS)
+        pm.Deterministic("flat", beta.flatten())
+    groups = np.where(GROUP < 0, GROUP + 5, GROUP)
+    mean, cov = np.zeros((5, 2)), np.zeros((10, 10))
+    for k in range(5):
+        rows = groups == k
+        cov_k = np.linalg.inv(np.eye(2) + 4.0 * XS[rows].T @ XS[rows])
+        mean[k] = 4.0 * cov_k @ XS[rows].T @ Y_GROUPS[rows]
+        cov[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = cov_k
+    idata, step = sample_sfp(model, 13)
+    assert "1 the elements that index it, 0 in full" in step.evaluator.line_note
+    flat = mean.ravel()
+    assert_moments(idata, "flat", flat, np.outer(flat, flat) + cov)
 
 
 @pytest.mark.parametrize(
@@ -223,15 +293,16 @@ def test_sfp_samples_a_grouped_conjugate_model_through_the_index():
     [
         (lambda theta: theta[:, None], 1, 2),  # row k reads theta[k]: one row each
         (lambda theta: (theta + pt.roll(theta, 1))[:, None], 1, 1),  # row k: theta[k], [k-1]
-        (lambda theta: theta[None, :], 0, 1),  # column k reads theta[k]: summed in full
+        (lambda theta: theta[None, :], 0, 2),  # column k reads theta[k]: one column each
+        (lambda theta: (theta + pt.roll(theta, 1))[None, :], 0, 1),  # column k: also k-1
     ],
-    ids=["row", "row-and-neighbour", "column"],
+    ids=["row", "row-and-neighbour", "column", "column-and-neighbour"],
 )
-def test_a_likelihood_broadcast_along_a_trailing_axis_reads_one_row(mean, rows, element_pairs):
-    """y of shape (6, 3) (or (3, 6)) with a mean broadcast from theta (6,): where row k reads
-    theta[k] alone, theta's coordinate k reads row k of the likelihood, summed (one "element");
-    a row that also reads a neighbour, or a column, is summed in full. Along every coordinate the
-    line is the log-density up to a constant."""
+def test_a_likelihood_broadcast_along_other_axes_reads_one_row(mean, rows, element_pairs):
+    """y of shape (6, 3) (or (3, 6)) with a mean broadcast from theta (6,): where row k (or
+    column k) reads theta[k] alone, theta's coordinate k reads row (column) k of the likelihood,
+    summed (one "element"); a row or column that also reads a neighbour is summed in full. Along
+    every coordinate the line is the log-density up to a constant."""
     observed = np.linspace(-1.0, 1.0, 18).reshape((6, 3) if rows else (3, 6))
     with pm.Model() as model:
         tau = pm.HalfNormal("tau", 1.0)
