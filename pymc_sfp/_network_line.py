@@ -21,7 +21,8 @@ by ``δ · u`` for a fixed input column ``u``, so along the line:
   :func:`_derived_elementwise_terms`, e.g. an L1 penalty).
 
 The cache is computed once per sweep (``O(n · W)``) and, after an accepted move, advanced by
-the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`). For a network with
+the same one-unit update (:attr:`NetworkLine.advance`, :class:`CacheUpdate`), which the
+Metropolis correction's evaluation of the proposal has already computed. For a network with
 one hidden layer a coordinate therefore costs ``O(G · n · outputs)`` instead of
 ``O(G · n · W)``, nothing in it grows with the number ``N`` of coordinates, and a sweep is
 linear in the number of weights. Each layer's coordinates are a branch of their own, so that a

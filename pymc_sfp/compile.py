@@ -645,7 +645,8 @@ class JittedLine:
     def extras(self, x: np.ndarray) -> tuple[tuple, tuple]:
         """The further inputs of ``point`` and ``along`` for a sweep starting at ``x``: the
         current values of the shared variables, after the network's cache at ``x`` (with ``x``
-        itself, which the cached functions compare their ``x`` with) where there is one.
+        itself, which the cached functions compare their ``x`` with, and the staging arrays of
+        the advance to a proposal, with nothing staged) where there is one.
 
         The cache is computed afresh for each sweep, because other steps and ``pm.set_data``
         change the shared variables between sweeps; within the sweep the cached functions
@@ -656,7 +657,8 @@ class JittedLine:
             return point_extra, along_extra
         x = np.array(x, dtype=np.float64, copy=True)
         cache = tuple(np.array(a, dtype=np.float64, copy=True) for a in self.cache_at(x))
-        return (x, *cache, *point_extra), (x, *cache, *along_extra)
+        staging = (*(np.empty_like(a) for a in cache), np.array([-1.0, np.nan]))
+        return (x, *cache, *staging, *point_extra), (x, *cache, *staging, *along_extra)
 
 
 def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tuple[Callable, tuple]:
@@ -780,9 +782,29 @@ def _write_whole(target: np.ndarray, source: np.ndarray) -> None:
 
 
 @_jit_cached
+def _copy_column(target: np.ndarray, column: int, source: np.ndarray) -> None:
+    """``target[:, column] = source[:, column]``."""
+    for r in range(target.shape[0]):
+        target[r, column] = source[r, column]
+
+
+@_jit_cached
 def _copy_point(target: np.ndarray, source: np.ndarray) -> None:
     for m in range(target.shape[0]):
         target[m] = source[m]
+
+
+@_jit_cached
+def _stage(staged: np.ndarray, moved: int, value: float) -> None:
+    """Record in ``staged`` that the staged cache is the cache's after ``x[moved] = value``."""
+    staged[0] = moved
+    staged[1] = value
+
+
+@_jit_cached
+def _is_staged(staged: np.ndarray, moved: int, value: float) -> bool:
+    """Whether ``staged`` records the move ``x[moved] = value`` (:func:`_stage`)."""
+    return staged[0] == moved and staged[1] == value
 
 
 @_jit_cached
@@ -792,28 +814,38 @@ def _first_as_scalar_array(values: np.ndarray) -> np.ndarray:
 
 _CACHED_LINE = """
 def along(*arguments):
-    x, index, values, cx{C}{A}{F} = arguments
+    x, index, values, cx{C}{S}, staged{A}{F} = arguments
     count, moved = differing(x, cx)
     if count > 0:
         lay = layer[moved]
         if count == 1 and lay >= 0:
             j = column[moved]
-            moved_index, value = moved_to(x, moved)
-            new = inner(cx, moved_index, value{C}{A})
-{writes}
+            if is_staged(staged, moved, x[moved]):
+{restore}
+            else:
+                moved_index, value = moved_to(x, moved)
+                new = inner(cx, moved_index, value{C}{A})
+{advance}
         else:
             new = forward(x{F})
 {copy}
         copy_point(cx, x)
+        staged[0] = -1.0
     return (inner(x, index, values{C}{A})[0],)
 
 def point(*arguments):
-    x, cx{C}{A}{P} = arguments
+    x, cx{C}{S}, staged{A}{P} = arguments
     count, moved = differing(x, cx)
     if count > 1:
         return full(x{P})
     index, value = moved_to(x, moved)
-    return (first_as_scalar_array(inner(cx, index, value{C}{A})[0]),)
+    new = inner(cx, index, value{C}{A})
+    lay = layer[moved]
+    if count == 1 and lay >= 0:
+        j = column[moved]
+{stage}
+        stage(staged, moved, x[moved])
+    return (first_as_scalar_array(new[0]),)
 """
 
 
@@ -827,14 +859,24 @@ def _cached_line(
     """``point`` and ``along`` of :class:`JittedLine` for a structured network line that reads
     the network at ``x`` from a cache (:class:`~pymc_sfp._network_line.NetworkLine`).
 
-    Each takes, after its own arguments, the ``x`` the cache belongs to, the cache arrays, then
-    the shared inputs of the functions it calls. ``along`` first brings the cache to its ``x``:
-    nothing when ``x`` is the cached one, the cache advanced by one unit when one weight's or
-    bias's coordinate differs (the sweep accepted a move), the cache afresh otherwise. ``point``
-    evaluates a point one coordinate away from the cache (the Metropolis correction's proposal)
-    as the line through the cached point, and any other point in full. The cache arrays are
-    updated in place (as :meth:`~pymc_sfp._network_line.CacheUpdate.apply` does), so the two
-    share them within a sweep.
+    Each takes, after its own arguments, the ``x`` the cache belongs to, the cache arrays, as
+    many staging arrays shaped like them and ``staged`` (a float64 pair, ``staged[0] = -1`` for
+    nothing staged), then the shared inputs of the functions it calls. ``along`` first brings
+    the cache to its ``x``: nothing when ``x`` is the cached one, the cache advanced by one unit
+    when one weight's or bias's coordinate differs (the sweep accepted a move), the cache afresh
+    otherwise. ``point`` evaluates a point one coordinate away from the cache (the Metropolis
+    correction's proposal) as the line through the cached point, and any other point in full.
+    The cache arrays are updated in place (as
+    :meth:`~pymc_sfp._network_line.CacheUpdate.apply` does), so the two share them within a
+    sweep.
+
+    ``point``'s call of the line through the cached point computes the advance to the proposal
+    as well (the same call of ``inner`` that ``along`` would make); it writes it into the
+    staging arrays where ``along`` would write it into the cache, and records the move in
+    ``staged``. An accepted proposal is then advanced to by copying those entries, not by
+    calling ``inner`` again: the same numbers, for one line evaluation less per accepted move.
+    Any other change of the cache clears ``staged``, so a staged advance is always one from the
+    cache as it is.
 
     ``inner`` is the structured line, whose outputs after the log-density are the advance's;
     ``forward`` the network at a point; ``full`` the log-density at a point. Each is a
@@ -850,22 +892,40 @@ def _cached_line(
     def names(prefix: str, count: int) -> str:
         return "".join(f", {prefix}{k}" for k in range(count))
 
-    cache = names("c", n_cache)
+    def writes(indent: int, write: Callable[[int, int, bool], str]) -> str:
+        """Per layer, the writes of the advance (:attr:`CacheUpdate.writes`) as ``write``
+        spells each ``(output, target, whole)``, under a branch on ``lay``."""
+        pad = " " * indent
+        return "\n".join(
+            f"{pad}{'if' if n == 0 else 'elif'} lay == {lay}:\n"
+            + "\n".join(f"{pad}    {write(*w)}" for w in layer_writes)
+            for n, (lay, layer_writes) in enumerate(update.writes.items())
+        )
+
+    def from_line(prefix: str) -> Callable[[int, int, bool], str]:
+        """A write of the advance's output into array ``{prefix}{target}``."""
+
+        def write(output: int, target: int, whole: bool) -> str:
+            if whole:
+                return f"write_whole({prefix}{target}, new[{1 + output}])"
+            return f"write_column({prefix}{target}, j, new[{1 + output}])"
+
+        return write
+
+    def restore(output: int, target: int, whole: bool) -> str:
+        if whole:
+            return f"write_whole(c{target}, s{target})"
+        return f"copy_column(c{target}, j, s{target})"
+
     source = _CACHED_LINE.format(
-        C=cache,
+        C=names("c", n_cache),
+        S=names("s", n_cache),
         A=names("a", len(a_cells)),
         F=names("f", len(f_cells)),
         P=names("p", len(p_cells)),
-        writes="\n".join(
-            f"            {'if' if n == 0 else 'elif'} lay == {lay}:\n"
-            + "\n".join(
-                f"                write_whole(c{target}, new[{1 + output}])"
-                if whole
-                else f"                write_column(c{target}, j, new[{1 + output}])"
-                for output, target, whole in writes
-            )
-            for n, (lay, writes) in enumerate(update.writes.items())
-        ),
+        restore=writes(16, restore),
+        advance=writes(16, from_line("c")),
+        stage=writes(8, from_line("s")),
         copy="\n".join(f"            write_whole(c{k}, new[{k}])" for k in range(n_cache)),
     )
     namespace = {
@@ -879,7 +939,10 @@ def _cached_line(
         "moved_to": _moved_to,
         "write_column": _write_column,
         "write_whole": _write_whole,
+        "copy_column": _copy_column,
         "copy_point": _copy_point,
+        "stage": _stage,
+        "is_staged": _is_staged,
         "first_as_scalar_array": _first_as_scalar_array,
     }
     # The same wrappers for the same functions and cache layout (a model built again), compiled

@@ -246,6 +246,41 @@ def test_cached_functions_follow_the_point_they_are_called_at():
             np.testing.assert_allclose(got, line.along(x, i, values)[0], rtol=1e-12, err_msg=str(i))
 
 
+def test_an_accepted_proposal_takes_the_advance_that_point_staged():
+    """``point`` at a proposal one weight away from the cache stages the advance to it, and
+    ``along`` at that proposal (the move accepted) copies it into the cache instead of
+    evaluating the line once more: with the staged entries spoilt after ``point``, ``along``
+    reads the spoilt network. A proposal not taken (another value of the coordinate) is
+    advanced to by the line, and is the log-density."""
+    model = network_model("gaussian", "softmax", (3,))
+    line, layout, graph = evaluator(model)
+    jitted = line.jitted()
+    n_cache = len(line._network[0].maker.fgraph.outputs)
+    x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
+    name = [layout.describe(i).split("[")[0] for i in range(layout.size)]
+    for i in (name.index("net_w0"), name.index("net_b0"), name.index("net_w1")):
+        index, values = np.asarray(i, dtype=np.int64), x[i] + np.linspace(-0.5, 0.5, 3)
+        for taken in (True, False):
+            point_extra, along_extra = jitted.extras(x)
+            *staging, staged = along_extra[1 + n_cache : 2 + 2 * n_cache]
+            proposal = x.copy()
+            proposal[i] += 0.4
+            np.testing.assert_allclose(
+                jitted.point(proposal, *point_extra)[0], line.logp(proposal), rtol=1e-12
+            )
+            assert staged[0] == i and staged[1] == proposal[i]
+            for array in staging:
+                array[...] = np.nan
+            if not taken:
+                proposal[i] -= 0.1
+            got = jitted.along(proposal, index, values, *along_extra)[0]
+            if taken:
+                assert np.isnan(got).all()
+            else:
+                expected = line.along(proposal, i, values)[0]
+                np.testing.assert_allclose(got, expected, rtol=1e-12, err_msg=str(i))
+
+
 @pytest.mark.parametrize("floatx", ["float64", "float32"])
 def test_elementwise_penalties_keep_the_weights_structured(floatx):
     """Potentials that are a sum of one term per weight, written as users write them (a scaled
