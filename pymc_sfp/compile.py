@@ -1137,6 +1137,11 @@ class LineEvaluator:
                 return False
         self.structured = line.structured
         self.structure_note = f"network {line.network!r}"
+        self.line_note = (
+            f"network {line.network!r} by its structure, one unit per value, for "
+            f"{int(line.structured.sum())} of {line.structured.size} coordinates; the whole "
+            "log-density at every point for the others"
+        )
         return True
 
     def _local_agrees(

@@ -85,6 +85,8 @@ def test_structured_line_is_the_log_density_along_every_coordinate(prior, output
     # structured one, and so do centred scales, which reach the weights' prior, not the logits.
     scales = {name for name in layout.rv_names if name.startswith("net_sd_")}
     assert general_variables(line, layout) == (set() if centred else scales)
+    served = f"one unit per value, for {line.structured.sum()} of {layout.size} coordinates"
+    assert served in line.line_note
     x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
     x = np.clip(x, layout.lower + 1e-3, layout.upper - 1e-3)
     for i in range(layout.size):
