@@ -680,32 +680,41 @@ class _DiagonalAdaptation:
         )
 
     def update(self, rows: np.ndarray, samples: np.ndarray) -> None:
-        """``potential.update(sample, grad, tune=True)`` of the chains ``rows``, one sample
-        each."""
+        """``potential.update(sample, grad, tune=True)`` of the chains ``rows`` (increasing),
+        one sample each."""
         rows = np.asarray(rows)
         count = self.n_samples[rows]
-        kept = count > self.discard_window
-        added = rows[kept]
-        if len(added):
-            x = samples[kept]
+        # A row's windows follow from its count alone, so rows with one count (a ladder's rows
+        # update together: one group) update as one potential would.
+        for n in np.unique(count).tolist():
+            group = count == n
+            self._update_group(_as_slice(rows[group]), samples[group], n)
+
+    def _update_group(self, rows: slice | np.ndarray, samples: np.ndarray, n: int) -> None:
+        """PyMC's update, of ``rows`` that have all seen ``n`` samples."""
+        window = int(self.window[rows][0])
+        if n > self.discard_window:
             for weight, mean, raw in (self.foreground, self.background):
-                weight[added] += 1.0
-                old_diff = x - mean[added]
-                mean[added] += old_diff / weight[added, None]
-                raw[added] += old_diff * (x - mean[added])
-        refreshed = rows if self.early_update else rows[count > self.window[rows]]
-        if len(refreshed):
+                weight[rows] += 1.0
+                old_diff = samples - mean[rows]
+                mean[rows] += old_diff / weight[rows, None]
+                raw[rows] += old_diff * (samples - mean[rows])
+        if self.early_update or n > window:
             weight, _, raw = self.foreground
-            self.variance[refreshed] = np.clip(
-                raw[refreshed] / weight[refreshed, None], 1e-12, 1e12
-            )
-        swapped = rows[(count > 0) & (count % self.window[rows] == 0)]
-        if len(swapped):
+            self.variance[rows] = np.clip(raw[rows] / weight[rows, None], 1e-12, 1e12)
+        if n > 0 and n % window == 0:
             for new, old in zip(self.foreground, self.background, strict=True):
-                new[swapped] = old[swapped]
-                old[swapped] = 0.0
-            self.window[swapped] = (self.window[swapped] * self.multiplier).astype(np.int64)
+                new[rows] = old[rows]
+                old[rows] = 0.0
+            self.window[rows] = int(window * self.multiplier)
         self.n_samples[rows] += 1
+
+
+def _as_slice(rows: np.ndarray) -> slice | np.ndarray:
+    """Increasing ``rows`` as a slice where they are consecutive (views, not copies)."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 class LadderDynamics:
