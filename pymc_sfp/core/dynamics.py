@@ -492,14 +492,9 @@ def swap_neighbours(
     """
     order = np.arange(len(betas))
     accept = np.full(len(betas) - 1, np.nan)
-    lower = np.arange(first, len(betas) - 1, 2)
-    betas, log_likelihoods = np.asarray(betas), np.asarray(log_likelihoods)
-    log_ratio = (betas[lower] - betas[lower + 1]) * (
-        log_likelihoods[lower + 1] - log_likelihoods[lower]
-    )
-    accept[lower] = np.exp(np.minimum(log_ratio, 0.0))
-    # One uniform per proposed pair, in order, whether or not the pair is accepted.
-    for k in lower.tolist():
+    for k in range(first, len(betas) - 1, 2):
+        log_ratio = (betas[k] - betas[k + 1]) * (log_likelihoods[k + 1] - log_likelihoods[k])
+        accept[k] = float(np.exp(min(log_ratio, 0.0)))
         if uniform() < accept[k]:
             order[k], order[k + 1] = order[k + 1], order[k]
     return order, accept
