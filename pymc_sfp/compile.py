@@ -331,9 +331,10 @@ def compile_log_likelihood(
     )
     function = _compile([flat], [prior, likelihood], compile_kwargs)
     warm_up(function, graph.start)
+    direct = _DirectCall(function, 1)
 
     def log_likelihood(x: np.ndarray) -> tuple[float, float]:
-        prior, likelihood = function(x)
+        prior, likelihood = direct(x)
         return float(prior), float(likelihood)
 
     return log_likelihood
@@ -366,11 +367,12 @@ def compile_batched_tempered_density(
     )
     function = _compile([rows, betas], outputs, compile_kwargs)
     warm_up(function, graph.start[None, :], np.ones(1))
+    direct = _DirectCall(function, 2)
 
     def tempered_density(
         x: np.ndarray, beta: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        logp, grad, terms = function(x, beta)
+        logp, grad, terms = direct(x, beta)
         if grad.shape != x.shape or terms.shape != (len(x), 2):
             # A part of the graph that does not depend on the point is not batched.
             logp, grad = np.broadcast_to(logp, len(x)), np.broadcast_to(grad, x.shape)
@@ -686,6 +688,47 @@ def _machine_code(function: Function, n_inputs: int, n_outputs: int = 1) -> tupl
             "the log-density has shared inputs that are not arrays (e.g. random generators)"
         )
     return jit_fn, cells
+
+
+class _DirectCall:
+    """A compiled function called through its Numba machine code (:func:`_machine_code`),
+    without PyTensor's wrapper around each call: its storage cells, thunk and output list cost
+    more than a small model's arithmetic, which matters where a sampler calls the function
+    several times per draw (a tempering ladder's leapfrog steps). The same code, so the same
+    numbers. Falls back to the function itself where it has no machine code to call.
+
+    Returns the outputs (a tuple, or the fallback's list). Not pickled with the machine code
+    (the generated Numba functions do not pickle): a spawned process resolves its own at the
+    first call.
+    """
+
+    def __init__(self, function: Function, n_inputs: int):
+        self.function = function
+        self.n_inputs = n_inputs
+        self._call: Callable | None = None
+
+    def __call__(self, *inputs: np.ndarray) -> tuple:
+        if self._call is None:
+            self._call = self._resolve()
+        return self._call(*inputs)
+
+    def _resolve(self) -> Callable:
+        n_outputs = len(self.function.maker.fgraph.outputs)
+        try:
+            jit_fn, cells = _machine_code(self.function, self.n_inputs, n_outputs)
+        except NotImplementedError:
+            return self.function
+        if not cells:
+            return jit_fn
+
+        def call(*inputs: np.ndarray) -> tuple:
+            # The shared values are read at each call: pm.set_data replaces them between draws.
+            return jit_fn(*inputs, *[cell[0] for cell in cells])
+
+        return call
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"_call": None}
 
 
 #: Per process, the callable for jitted code of the first Numba function PyTensor gave for each

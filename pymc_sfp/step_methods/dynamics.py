@@ -612,6 +612,111 @@ class StochasticDynamics(ArrayStepShared):
         }
 
 
+class _DiagonalAdaptation:
+    """PyMC's ``QuadPotentialDiagAdapt`` for a ladder's chains at once: one row per chain, each
+    adapting as its own potential would, and updated in one vectorised call.
+
+    A ladder stepped ``K`` potentials one by one after every tuning draw, each update a dozen
+    small NumPy calls and a shared-variable write: for a small model, most of a tuning round.
+    The arithmetic here is PyMC's, operation for operation (windowed running variances, clipped
+    to ``[1e-12, 1e12]``), so each row holds exactly the diagonal that chain's potential would.
+
+    Parameters
+    ----------
+    potential : QuadPotentialDiagAdapt
+        The (reset) template whose settings every row takes.
+    n_chains : int
+    """
+
+    def __init__(self, potential: QuadPotentialDiagAdapt, n_chains: int):
+        size = potential._n
+        self.discard_window = potential._discard_window
+        self.early_update = potential._early_update
+        self.multiplier = potential.adaptation_window_multiplier
+        self.window = np.full(n_chains, potential.adaptation_window)
+        self.n_samples = np.zeros(n_chains, dtype=np.int64)
+        self.variance = np.tile(
+            np.asarray(potential._initial_diag, dtype=np.float64), (n_chains, 1)
+        )
+        # (weight, mean, raw variance) of the foreground and background estimates, as PyMC's
+        # _WeightedVariance starts them: the initial guess at its weight, and nothing.
+        weight = float(potential._initial_weight)
+        self.foreground = (
+            np.full(n_chains, weight),
+            np.tile(np.asarray(potential._initial_mean, dtype=np.float64), (n_chains, 1)),
+            self.variance * weight,
+        )
+        self.background = (
+            np.zeros(n_chains),
+            np.zeros((n_chains, size)),
+            np.zeros((n_chains, size)),
+        )
+
+    #: What it reads of PyMC's potential (private: a PyMC without them keeps the potentials).
+    _READS = (
+        "_n",
+        "_discard_window",
+        "_early_update",
+        "_initial_mean",
+        "_initial_diag",
+        "_initial_weight",
+        "_store_mass_matrix_trace",
+        "adaptation_window",
+        "adaptation_window_multiplier",
+        "dtype",
+    )
+
+    @staticmethod
+    def supports(potential: QuadPotential) -> bool:
+        """Whether ``potential`` adapts as this class does: PyMC's own diagonal adaptation in
+        float64 (not a subclass, which may adapt otherwise), without a trace of its matrices."""
+        return (
+            type(potential) is QuadPotentialDiagAdapt
+            and all(hasattr(potential, name) for name in _DiagonalAdaptation._READS)
+            and np.dtype(potential.dtype) == np.float64
+            and not potential._store_mass_matrix_trace
+            # PyMC raises on a variance of no samples; this would not.
+            and (potential._initial_weight > 0 or not potential._early_update)
+        )
+
+    def update(self, rows: np.ndarray, samples: np.ndarray) -> None:
+        """``potential.update(sample, grad, tune=True)`` of the chains ``rows`` (increasing),
+        one sample each."""
+        rows = np.asarray(rows)
+        count = self.n_samples[rows]
+        # A row's windows follow from its count alone, so rows with one count (a ladder's rows
+        # update together: one group) update as one potential would.
+        for n in np.unique(count).tolist():
+            group = count == n
+            self._update_group(_as_slice(rows[group]), samples[group], n)
+
+    def _update_group(self, rows: slice | np.ndarray, samples: np.ndarray, n: int) -> None:
+        """PyMC's update, of ``rows`` that have all seen ``n`` samples."""
+        window = int(self.window[rows][0])
+        if n > self.discard_window:
+            for weight, mean, raw in (self.foreground, self.background):
+                weight[rows] += 1.0
+                old_diff = samples - mean[rows]
+                mean[rows] += old_diff / weight[rows, None]
+                raw[rows] += old_diff * (samples - mean[rows])
+        if self.early_update or n > window:
+            weight, _, raw = self.foreground
+            self.variance[rows] = np.clip(raw[rows] / weight[rows, None], 1e-12, 1e12)
+        if n > 0 and n % window == 0:
+            for new, old in zip(self.foreground, self.background, strict=True):
+                new[rows] = old[rows]
+                old[rows] = 0.0
+            self.window[rows] = int(window * self.multiplier)
+        self.n_samples[rows] += 1
+
+
+def _as_slice(rows: np.ndarray) -> slice | np.ndarray:
+    """Increasing ``rows`` as a slice where they are consecutive (views, not copies)."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
+
+
 class LadderDynamics:
     """A :class:`StochasticDynamics` step run for a ladder of chains at once: the replicas of
     parallel tempering, each with its own target, momentum, step-size adaptation and mass
@@ -619,8 +724,9 @@ class LadderDynamics:
     of the batched log-density per leapfrog step for all of them).
 
     Every chain makes exactly the transitions :class:`StochasticDynamics` makes (the same
-    :func:`~pymc_sfp.core.dynamics.transition`, tuning statistic and PyMC adaptation objects);
-    only the random streams differ, one for the ladder.
+    :func:`~pymc_sfp.core.dynamics.transition`, tuning statistic and PyMC adaptation objects,
+    or for PyMC's adapted diagonal mass matrix, the default, the same arithmetic on every chain
+    at once); only the random streams differ, one for the ladder.
 
     Parameters
     ----------
@@ -637,10 +743,18 @@ class LadderDynamics:
     ):
         self._template = template
         self._step_adapts = [deepcopy(template.step_adapt) for _ in range(n_chains)]
-        self._potentials = [deepcopy(template.potential) for _ in range(n_chains)]
-        for adapt, potential in zip(self._step_adapts, self._potentials, strict=True):
+        for adapt in self._step_adapts:
             adapt.reset()
-            _reset_potential(potential)
+        # PyMC's adapted diagonal (the default) for every chain in one array; any other mass
+        # matrix as one potential per chain.
+        self._diagonal: _DiagonalAdaptation | None = None
+        self._potentials: list[QuadPotential] = []
+        if _DiagonalAdaptation.supports(template.potential):
+            self._diagonal = _DiagonalAdaptation(template.potential, n_chains)
+        else:
+            self._potentials = [deepcopy(template.potential) for _ in range(n_chains)]
+            for potential in self._potentials:
+                _reset_potential(potential)
         self._dense = not isinstance(template.potential, _DIAGONAL_POTENTIALS)
         size = template._size
         # Persistent momenta, whitened (see RowMassMatrix): drawn at the first step.
@@ -667,7 +781,7 @@ class LadderDynamics:
 
     def stop_tuning(self) -> None:
         self.tune = False
-        self._read_adaptation(np.arange(len(self._potentials)))
+        self._read_adaptation(np.arange(len(self._step_adapts)))
 
     def _read_adaptation(self, chains: np.ndarray) -> None:
         """Cache the step sizes and mass matrices of ``chains`` as arrays (they change only
@@ -677,15 +791,23 @@ class LadderDynamics:
         for k in chains:
             self._step_size[k] = self._step_adapts[k].current(adapt)
             self._step_size_bar[k] = self._step_adapts[k].stats()["step_size_bar"]
-            inverse_mass = _inverse_mass(self._potentials[k], self._template._size)
-            if changed or not np.array_equal(inverse_mass, self._inverse_mass[k]):
-                self._inverse_mass[k] = inverse_mass
-                changed = True
+        inverse_mass = self.inverse_masses(chains)
+        if changed or not np.array_equal(inverse_mass, self._inverse_mass[chains]):
+            self._inverse_mass[chains] = inverse_mass
+            changed = True
         # A fixed matrix never changes while the step sizes are tuned, and an adapted dense one
         # only every `update_window` draws: refactorising every rung's matrix after every
         # tuning draw would be wasted work.
         if changed:
             self._mass = RowMassMatrix(self._inverse_mass)
+
+    def inverse_masses(self, chains: np.ndarray) -> np.ndarray:
+        """``M⁻¹`` of each chain of ``chains`` as its adaptation holds it now (a diagonal, or a
+        dense matrix), one row each."""
+        if self._diagonal is not None:
+            return self._diagonal.variance[chains]
+        size = self._template._size
+        return np.array([_inverse_mass(self._potentials[k], size) for k in chains])
 
     def step(
         self,
@@ -699,8 +821,10 @@ class LadderDynamics:
         one value per chain."""
         template = self._template
         logp, grad, aux = density(positions)
-        bad = ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=1))
-        if bad.any():
+        # One reduction for the common case, every value finite.
+        finite = np.isfinite(np.add.reduce(logp) + np.add.reduce(grad, axis=None))
+        bad = None if finite else ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=1))
+        if bad is not None and bad.any():
             raise SamplingError(
                 f"{type(template).__name__} on a tempering ladder: the tempered log-density or "
                 f"its gradient is not finite at the starting points of rungs "
@@ -724,7 +848,9 @@ class LadderDynamics:
         state, stats = template._draw(
             state, step_size, metric, density, self.rng, update_step_sizes
         )
-        if self.tune:
+        if self.tune and self._diagonal is not None:
+            self._diagonal.update(chains, state.position)
+        elif self.tune:
             for i, k in enumerate(chains):
                 self._potentials[k].update(state.position[i], state.grad[i], True)
         else:

@@ -476,7 +476,7 @@ class ParallelTempering(ArrayStepShared):
         for _ in range(self.rounds_per_draw):
             terms, swap_accept = self._round(info, collected)
             swapped = ~np.isnan(swap_accept)
-            accepted[swapped] += swap_accept[swapped]
+            np.add(accepted, swap_accept, out=accepted, where=swapped)
             proposed += swapped
         betas = self.betas
         evidence = (np.nan, np.nan)
@@ -520,6 +520,21 @@ class ParallelTempering(ArrayStepShared):
                 else:
                     self.replicas[k] = self._explore(k, beta, self.replicas[k], info, collected)
                 terms[k] = self._log_likelihood(np.ascontiguousarray(self.replicas[k]))
+        # A finite sum (the common case) says that every term is finite, with one reduction.
+        if not np.isfinite(np.add.reduce(terms, axis=None)):
+            self._check_terms(terms)
+        order, swap_accept = swap_neighbours(
+            terms[:, 1], self.betas, self.n_rounds % 2, self.rng.uniform
+        )
+        self.replicas, terms = self.replicas[order], terms[order]
+        self.n_rounds += 1
+        self.swap_record = record_swaps(self.swap_record, swap_accept)
+        self.index_process = update_index_process(self.index_process, order)
+        return terms, swap_accept
+
+    def _check_terms(self, terms: np.ndarray) -> None:
+        """Raise where a rung's prior or likelihood is not finite, except a likelihood of 0 at
+        the prior (read into ``terms`` as ``-inf``, as a NaN is too)."""
         # A state of the prior (β = 0) may have likelihood 0 (a hard constraint, or a NaN,
         # which is zero density as everywhere in the package): it is never swapped up, since the
         # swap's acceptance is then 0.
@@ -533,14 +548,6 @@ class ParallelTempering(ArrayStepShared):
                 f"{type(self).__name__}: the prior or likelihood is not finite at the states of "
                 f"rungs {bad} (β = {self.betas[bad]})"
             )
-        order, swap_accept = swap_neighbours(
-            terms[:, 1], self.betas, self.n_rounds % 2, self.rng.uniform
-        )
-        self.replicas, terms = self.replicas[order], terms[order]
-        self.n_rounds += 1
-        self.swap_record = record_swaps(self.swap_record, swap_accept)
-        self.index_process = update_index_process(self.index_process, order)
-        return terms, swap_accept
 
     def _explore(
         self, k: int, beta: float, q: np.ndarray, info, collected: _Collected
@@ -684,6 +691,7 @@ class _Collected:
         self.counts = dict.fromkeys(forwarded.counts, 0)
         self.warnings: dict[str, Any] = dict.fromkeys(forwarded.warnings)
         self.diverging = np.zeros(n_chains, dtype=bool)
+        self._cold_batch: Mapping[str, np.ndarray] | None = None
 
     def add(self, rung: int, stats: Sequence[Mapping[str, Any]]) -> None:
         flat = self.forwarded.flatten(stats)
@@ -698,15 +706,20 @@ class _Collected:
 
     def add_batch(self, rungs: np.ndarray, stats: Mapping[str, np.ndarray]) -> None:
         """The stats of a :class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` step: one
-        value per rung in ``rungs``."""
-        cold = np.flatnonzero(rungs == self.n_chains - 1)
-        if len(cold):
-            self.cold = {name: values[cold[0]] for name, values in stats.items()}
+        value per rung in ``rungs`` (in increasing order)."""
+        # The cold rung is the last of the rungs the ladder steps (the prior rung, drawn
+        # instead, is the first); its stats are read out at the end of the draw, from the
+        # last round's.
+        if rungs[-1] == self.n_chains - 1:
+            self._cold_batch = stats
         for name in self.counts:
-            self.counts[name] += int(np.sum(stats.get(name, 0)))
+            self.counts[name] += int(np.add.reduce(stats.get(name, 0), axis=None))
         self.diverging[rungs] |= stats["diverging"]
 
     def stats(self, max_chains: int) -> dict[str, Any]:
+        if self._cold_batch is not None:
+            self.cold = {name: values[-1] for name, values in self._cold_batch.items()}
+            self._cold_batch = None
         out = {
             name: value for name, value in self.cold.items() if name in self.forwarded.dtypes_shapes
         }

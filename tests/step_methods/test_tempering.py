@@ -1,6 +1,7 @@
 """``ParallelTempering``: mode weights across large barriers from dispersed starts, the
 stepping-stone evidence, every kind of explorer, reproducibility, warnings and bad input."""
 
+import copy
 import functools
 import re
 
@@ -11,7 +12,11 @@ import pytensor.tensor as pt
 import pytest
 import xarray as xr
 from pymc.exceptions import SamplingError
-from pymc.step_methods.hmc.quadpotential import QuadPotential, QuadPotentialFullAdapt
+from pymc.step_methods.hmc.quadpotential import (
+    QuadPotential,
+    QuadPotentialDiagAdapt,
+    QuadPotentialFullAdapt,
+)
 from scipy import stats
 
 from pymc_sfp import (
@@ -23,7 +28,7 @@ from pymc_sfp import (
 )
 from pymc_sfp.compile import compile_batched_tempered_density, step_graph
 from pymc_sfp.datasets import multimodal_targets
-from pymc_sfp.step_methods.dynamics import LadderDynamics
+from pymc_sfp.step_methods.dynamics import LadderDynamics, _DiagonalAdaptation
 from tests.helpers import assert_moments, sample
 
 #: 0.3 N(−15, 1) + 0.7 N(15, 1) under a N(0, 20²) prior: the likelihood falls by 112 nats
@@ -392,11 +397,46 @@ def test_ladder_dynamics_samples_each_chains_tempered_target(mass):
         assert abs(learnt[0]) < 0.4 and np.all(learnt[1:] > 0.4), learnt
     # The momenta follow what was learnt (a stale matrix would still sample exactly), and a
     # fixed matrix is factorised once.
-    unit = np.eye(2) if mass else np.ones(2)
-    np.testing.assert_array_equal(
-        ladder._mass.inverse_mass, [p.velocity(unit) for p in ladder._potentials]
-    )
+    np.testing.assert_array_equal(ladder._mass.inverse_mass, ladder.inverse_masses(chains))
     assert (ladder._mass is factorised) == ("scaling" in mass)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"initial_weight": 10, "adaptation_window": 7, "discard_window": 3},
+        {
+            "initial_weight": 1,
+            "adaptation_window": 5,
+            "adaptation_window_multiplier": 1.5,
+            "discard_window": 2,
+            "early_update": True,
+        },
+    ],
+    ids=["pymc-defaults", "stochastic-dynamics-default", "early-growing-windows"],
+)
+def test_ladder_diagonal_adaptation_is_pymcs_bit_for_bit(settings):
+    # The ladder adapts every rung's diagonal in one array; each row must hold exactly what a
+    # QuadPotentialDiagAdapt of its own, fed the same draws, holds (windows, discards and
+    # clipping included), also for rows updated on their own (the prior rung is not stepped).
+    size, n_chains = 3, 4
+    template = QuadPotentialDiagAdapt(
+        size, np.zeros(size), np.full(size, 2.0), dtype="float64", **settings
+    )
+    assert _DiagonalAdaptation.supports(template)
+    rows = _DiagonalAdaptation(template, n_chains)
+    potentials = [copy.deepcopy(template) for _ in range(n_chains)]
+    rng = np.random.default_rng(0)
+    for i in range(160):
+        chains = np.arange(n_chains) if i % 5 else np.arange(1, n_chains)
+        samples = rng.normal(size=(len(chains), size)) * np.array([1e-7, 1.0, 1e7])
+        rows.update(chains, samples)
+        for row, k in zip(samples, chains, strict=True):
+            potentials[k].update(row, None, True)
+        np.testing.assert_array_equal(
+            rows.variance, [p.velocity(np.ones(size)) for p in potentials]
+        )
 
 
 @pytest.mark.filterwarnings("ignore::pymc_sfp.RoundTripWarning")  # short runs
