@@ -273,7 +273,7 @@ def benchmark(s: Settings) -> Section:
                     name,
                     " / ".join(f"{w:.3f}" for w in pooled),
                     f"{max_w_err:.3f}",
-                    "n/a" if rb_err is None else f"{rb_err:.4f}",
+                    "n/a" if rb_err is None else f"{rb_err:.2g}",
                     "n/a" if is_smc else f"{switches.mean():.1f}",
                     f"{mean_err:.3f}",
                     f"{seconds:.2f}",
@@ -376,7 +376,7 @@ def interpret_samplers(target: str, r: dict, draws: int, cores: int) -> str:
     if sfp["rb_err"] is not None:
         text.append(
             f"Read from each chain's own marginal, SFP's per-chain weights are within "
-            f"±{sfp['rb_err']:.4f} of the truth (±{sfp['max_w_err']:.3f} from its draws): the "
+            f"±{sfp['rb_err']:.2g} of the truth (±{sfp['max_w_err']:.3f} from its draws): the "
             "conditionals hold the weights of every draw's whole line, not only where the draw "
             "fell. They are the conditionals' weights, not the corrected draws': 1 − the mean "
             f"acceptance ({sfp['rb_bound']:.4f}) bounds their error."
