@@ -360,21 +360,33 @@ def sequential_network(noise_sd: float) -> pm.Model:
     return model
 
 
-def hierarchical_regression_model(groups: int, rows_per_group: int = 4, seed: int = 0) -> pm.Model:
+def hierarchical_regression_model(
+    groups: int, rows_per_group: int = 4, seed: int = 0, slopes: int = 0
+) -> pm.Model:
     """Non-centred varying intercepts: ``y_j ~ N(mu + tau z[g_j] + b x_j, sigma)`` with
     ``groups`` groups of ``rows_per_group`` rows on average (``g_j`` uniform), ``z ~ N(0, I)``,
     ``mu, b ~ N(0, 1)``, ``tau, sigma ~ HalfNormal(1)``; data from ``mu = 0.5``, ``tau = 0.8``,
-    ``b = 0.3``, ``sigma = 0.5``."""
+    ``b = 0.3``, ``sigma = 0.5``. With ``slopes > 0``, also non-centred varying slopes on as
+    many further covariates ``X_j``: ``+ (X_j * (sd_beta * beta_z)[g_j]).sum()``, ``beta_z`` of
+    shape ``(groups, slopes)`` ``N(0, I)``, ``sd_beta ~ HalfNormal(1)``; data from
+    ``sd_beta = 0.4``."""
     rng = np.random.default_rng(seed)
     rows = groups * rows_per_group
     group = rng.integers(0, groups, size=rows)
     x = rng.normal(size=rows)
     y = 0.5 + 0.8 * rng.normal(size=groups)[group] + 0.3 * x + 0.5 * rng.normal(size=rows)
+    X = rng.normal(size=(rows, slopes))
+    y = y + (X * 0.4 * rng.normal(size=(groups, slopes))[group]).sum(-1)
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0)
         tau = pm.HalfNormal("tau", 1.0)
         z = pm.Normal("z", 0.0, 1.0, shape=groups)
         b = pm.Normal("b", 0.0, 1.0)
         sigma = pm.HalfNormal("sigma", 1.0)
-        pm.Normal("y", mu + tau * z[group] + b * x, sigma, observed=y)
+        mean = mu + tau * z[group] + b * x
+        if slopes:
+            sd_beta = pm.HalfNormal("sd_beta", 1.0)
+            beta_z = pm.Normal("beta_z", 0.0, 1.0, shape=(groups, slopes))
+            mean = mean + (X * (sd_beta * beta_z)[group]).sum(-1)
+        pm.Normal("y", mean, sigma, observed=y)
     return model

@@ -2,9 +2,10 @@
 group's coordinate through an index (``z[group]``).
 
 The model (:func:`_problems.hierarchical_regression_model`): K groups, about 4 rows each, a
-non-centred intercept per group and four scalars. Each group's line evaluates the likelihood's
-rows of its group alone (the local line through the index); each scalar's line the whole
-likelihood.
+non-centred intercept per group and four scalars; and the same with two varying slopes per
+group (``beta_z`` of shape ``(K, 2)``, read through the index of its first axis). Each group's
+line evaluates the likelihood's rows of its group alone (the local line through the index);
+each scalar's line the whole likelihood.
 
 *Cost against K*: ``SFPStep(marginal_points=0)`` (L = 100, automatic boxes, the compiled sweep)
 timed by calling ``step.astep`` after a warm-up sweep, as in ``dimension``; PyMC's ``Slice``
@@ -41,11 +42,19 @@ def _slope(sizes: list[int], times: list[float]) -> float:
     return float(np.polyfit(np.log(sizes), np.log(times), 1)[0])
 
 
-def cost_rows(s: Settings) -> tuple[list, list[int], list[float], list[float], str]:
+#: Varying slopes per group in the second cost table.
+SLOPES = 2
+
+
+def cost_rows(
+    s: Settings, slopes: int = 0
+) -> tuple[list, list[int], list[float], list[float], str]:
+    """The cost table's rows at every K of ``s.hier_groups``, for the model with ``slopes``
+    varying slopes; the sizes, SFP's and Slice's medians, and SFP's ``line_note``."""
     rows, sizes, sfp_t, slice_t, note = [], [], [], [], ""
     for groups in s.hier_groups:
-        print(f"  hierarchical: K = {groups} ...", flush=True)
-        model = hierarchical_regression_model(groups)
+        print(f"  hierarchical: K = {groups}, {slopes} slopes ...", flush=True)
+        model = hierarchical_regression_model(groups, slopes=slopes)
         with model:
             step, build_s = built(marginal_points=0)
             slice_step = pm.Slice(blocked=True)
@@ -68,7 +77,7 @@ def cost_rows(s: Settings) -> tuple[list, list[int], list[float], list[float], s
         rows.append(
             [
                 groups,
-                groups + 4,
+                q.data.size,
                 4 * groups,
                 len(times),
                 fmt_time(median),
@@ -136,8 +145,30 @@ def ess_rows(s: Settings) -> list:
     ]
 
 
+def _slopes_text(sizes: list[int], sfp_t: list[float], slice_t: list[float]) -> str:
+    return (
+        f"Log-log slope against K: SFP **{_slope(sizes, sfp_t):.2f}** "
+        f"({_slope(sizes[-2:], sfp_t[-2:]):.2f} between the two largest K), Slice "
+        f"{_slope(sizes, slice_t):.2f} ({_slope(sizes[-2:], slice_t[-2:]):.2f})."
+    )
+
+
+COST_HEADER = [
+    "K",
+    "coordinates",
+    "rows",
+    "sweeps timed",
+    "SFP / sweep",
+    "logp evals / sweep",
+    "Slice / draw",
+    "SFP / Slice",
+    "build s",
+]
+
+
 def benchmark(s: Settings) -> Section:
     rows, sizes, sfp_t, slice_t, note = cost_rows(s)
+    slope_rows, _, slope_sfp_t, slope_slice_t, slope_note = cost_rows(s, SLOPES)
     ess = ess_rows(s)
     body = [
         "## 7. A hierarchical regression: lines through an index",
@@ -151,24 +182,18 @@ def benchmark(s: Settings) -> Section:
         "updating each in turn, as one sweep) on the same model, timed the same way. "
         f"The line of each coordinate: {note}.",
         "",
-        md_table(
-            [
-                "K",
-                "coordinates",
-                "rows",
-                "sweeps timed",
-                "SFP / sweep",
-                "logp evals / sweep",
-                "Slice / draw",
-                "SFP / Slice",
-                "build s",
-            ],
-            rows,
-        ),
+        md_table(COST_HEADER, rows),
         "",
-        f"Log-log slope against K: SFP **{_slope(sizes, sfp_t):.2f}** "
-        f"({_slope(sizes[-2:], sfp_t[-2:]):.2f} between the two largest K), Slice "
-        f"{_slope(sizes, slice_t):.2f} ({_slope(sizes[-2:], slice_t[-2:]):.2f}).",
+        _slopes_text(sizes, sfp_t, slice_t),
+        "",
+        f"**Varying slopes**: the same model with {SLOPES} further covariates per row and, per "
+        f"group, {SLOPES} non-centred slopes, `(X * (sd_beta * beta_z)[group]).sum(-1)` with "
+        f"`beta_z` of shape (K, {SLOPES}), timed the same way. The line of each coordinate: "
+        f"{slope_note}.",
+        "",
+        md_table(COST_HEADER, slope_rows),
+        "",
+        _slopes_text(sizes, slope_sfp_t, slope_slice_t),
         "",
         f"**ESS per second at K = {s.hier_ess_groups}**: {s.chains} chains × {s.uni_draws} "
         f"draws after {s.uni_tune} tuning steps, `cores={s.cores}`, `random_seed={s.seed}`, "
@@ -191,8 +216,13 @@ def benchmark(s: Settings) -> Section:
         ),
         "",
         "**Reading.** A group's line reads its own rows, found by grouping the constant index "
-        "once at construction, so a sweep grows linearly in K (the scalars' four lines read "
-        "every row, which is also linear). Slice evaluates the whole log-density at every "
+        "once at construction (for a slope, the rows of its group through the index of the "
+        "matrix's first axis), so the evaluations per sweep grow linearly in K (the scalars' "
+        "lines read every row, which is also linear), and the time with slope "
+        f"{_slope(sizes, sfp_t):.2f} with varying intercepts, "
+        f"{_slope(sizes, slope_sfp_t):.2f} with varying slopes "
+        f"({_slope(sizes[-2:], slope_sfp_t[-2:]):.2f} between the two largest K). "
+        "Slice evaluates the whole log-density at every "
         "step, so its draws grow like K² once that evaluation outweighs the cost of a call. "
         "In ESS per second NUTS, which moves tau and the intercepts together along the "
         "gradient, is far ahead of both coordinate-wise samplers: SFP's gain here is in "

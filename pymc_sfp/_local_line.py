@@ -547,6 +547,13 @@ def _at_positions(
             # Another variable's array through its own index (a second grouping).
             index, *further = indices
             memo[x] = node.inputs[0][(_at_positions(index, positions, memo), *further)]
+        elif node is not None and isinstance(node.op, CAReduce | Subtensor | DimShuffle | Alloc):
+            # A reduction over other axes (another variable's ``(X * beta[group]).sum(-1)``),
+            # a basic index or a transposition keeps rows apart: taken at the positions of its
+            # input, not computed for every row at every call.
+            taken = _at_positions(node.inputs[0], positions, memo)
+            row_wise = None if taken is node.inputs[0] else _row_wise(node, taken[None])
+            memo[x] = x[positions] if row_wise is None else row_wise[0]
         else:
             memo[x] = x[positions]
     return memo[x]

@@ -6,6 +6,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.traversal import ancestors
 
 from pymc_sfp import SFPStep
 from pymc_sfp.compile import LineEvaluator, coordinate_layout, step_graph
@@ -243,6 +244,31 @@ def test_varying_slopes_read_the_rows_of_their_group():
     assert line.relative
     assert "6 the elements that index it" in line.line_note
     assert_line_is_the_log_density(line, np.random.default_rng(10).normal(size=18), seed=6)
+
+
+def test_another_variables_rows_are_taken_at_the_groups_positions():
+    """On alpha's lines, beta's ``(X * (sigma_b * z)[group]).sum(-1)`` is a term of the rows of
+    alpha's group: it is computed for those rows, not for all of them at every call of every
+    line (which made a sweep grow like K² on varying slopes). No operation of the compiled line
+    that reads the point has an output as long as the data."""
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 1.0, shape=5)
+        sigma_b = pm.HalfNormal("sigma_b", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=(5, 2))
+        beta = sigma_b * z
+        pm.Normal("y", alpha[GROUP] + (XS * beta[GROUP]).sum(-1), 0.7, observed=Y_GROUPS)
+    line = evaluator(model)
+    assert "2 the elements that index it" in line.line_note
+    fgraph = line._local.maker.fgraph
+    point = fgraph.inputs[0]
+    whole_data = [
+        node
+        for node in fgraph.apply_nodes
+        if any(o.type.ndim and o.type.shape[0] == GROUP.size for o in node.outputs)
+        and point in ancestors(node.inputs)
+    ]
+    assert not whole_data
+    assert_line_is_the_log_density(line, np.random.default_rng(3).normal(size=16), seed=4)
 
 
 def test_a_matrix_read_across_its_rows_is_summed_in_full():
