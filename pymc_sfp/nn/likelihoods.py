@@ -160,7 +160,7 @@ def gaussian_likelihood(
             )
 
     if batch_size is not None:
-        batch_size = check_positive_int(batch_size, "batch_size")
+        batch_size = _check_batch_size(batch_size, len(values))
         if isinstance(sigma, str) or network.output_layer == "integrated":
             raise ValueError(
                 "batch_size needs a likelihood that is a sum over the rows: not Neal's "
@@ -172,8 +172,6 @@ def gaussian_likelihood(
                 "batch_size slices the rows of X and y, not those of sigma: give one sd, or one "
                 "per output"
             )
-        if batch_size > len(values):
-            raise ValueError(f"batch_size must be at most the {len(values)} rows, got {batch_size}")
 
     if network.output_layer == "integrated":
         return integrated_likelihood(network, values, sigma, D, name)
@@ -182,11 +180,7 @@ def gaussian_likelihood(
     )
     output, targets = network.output, y_data
     if batch_size is not None:
-        # One random index slices X and y alike; the forward pass is rebuilt on the batch.
-        X_batch, targets = pm.Minibatch(network.X, y_data, batch_size=batch_size)
-        output = graph_replace(network.output, {network.X: X_batch}, strict=True)
-        # The data's current rows, so that pm.set_data of another training set keeps the scale.
-        size = {"total_size": [y_data.shape[0], None]}
+        output, targets, size = _on_a_batch(network, network.output, y_data, batch_size)
     squares = pt.sum(pt.square(targets - output))
     # The row count in floatX: an int64 shape would turn a float32 graph into float64.
     n_rows = pt.cast(targets.shape[0], squares.dtype)
@@ -200,7 +194,9 @@ def gaussian_likelihood(
     return pm.Normal(name, mu=output, sigma=sigma, observed=targets, **size)
 
 
-def categorical_likelihood(network: Network, y: Any, *, name: str | None = None) -> TensorVariable:
+def categorical_likelihood(
+    network: Network, y: Any, *, name: str | None = None, batch_size: int | None = None
+) -> TensorVariable:
     """Attach class labels ``y`` to a softmax network: ``y ~ Categorical(softmax(logits))``.
 
     The likelihood of classification in Berrones (2009, §4.1) with softmax outputs, evaluated
@@ -216,17 +212,26 @@ def categorical_likelihood(network: Network, y: Any, *, name: str | None = None)
         ``pm.Data(f"{name}_data")``.
     name : str, optional
         Name of the observed variable; ``f"{network.name}_y"`` by default.
+    batch_size : int, optional
+        Evaluate the likelihood on ``batch_size`` random rows of ``X`` and ``y`` at every
+        evaluation, scaled up to all the rows, as :func:`gaussian_likelihood`'s ``batch_size``
+        does (and with its restrictions: only for the stochastic-gradient form of
+        :class:`~pymc_sfp.StochasticDynamics` or for ``pm.fit``).
 
     Returns
     -------
     TensorVariable
-        The observed variable, dims ``(obs,)``.
+        The observed variable, dims ``(obs,)`` (the batch's shape and no dims with
+        ``batch_size``).
 
     Raises
     ------
+    TypeError
+        If ``batch_size`` is not a number.
     ValueError
         If the network's outputs are not softmax, or ``y`` is not 1-D, has a different number
-        of rows than ``X``, or has NaN, non-integer or out-of-range labels (the rows are named).
+        of rows than ``X``, or has NaN, non-integer or out-of-range labels (the rows are named);
+        if ``batch_size`` is not in ``1 … n``.
     """
     if network.output_type != "softmax":
         raise ValueError(
@@ -246,7 +251,33 @@ def categorical_likelihood(network: Network, y: Any, *, name: str | None = None)
             f"y must hold integer labels in 0..{n_classes - 1}; bad labels in "
             f"{describe_rows(np.flatnonzero(bad))}"
         )
+    if batch_size is not None:
+        batch_size = _check_batch_size(batch_size, len(labels))
     y_data, size = observed_data(
         network, labels.astype(np.int64), name, (), network.logits.shape[:1]
     )
-    return pm.Categorical(name, logit_p=network.logits, observed=y_data, **size)
+    logits, targets = network.logits, y_data
+    if batch_size is not None:
+        logits, targets, size = _on_a_batch(network, network.logits, y_data, batch_size)
+    return pm.Categorical(name, logit_p=logits, observed=targets, **size)
+
+
+def _check_batch_size(batch_size: Any, n_rows: int) -> int:
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > n_rows:
+        raise ValueError(f"batch_size must be at most the {n_rows} rows, got {batch_size}")
+    return batch_size
+
+
+def _on_a_batch(
+    network: Network, rows: TensorVariable, y_data: Any, batch_size: int
+) -> tuple[TensorVariable, TensorVariable, dict[str, Any]]:
+    """``rows`` (a graph of ``X``, one row per row of it) and the targets on one random batch of
+    ``batch_size`` rows (``pm.Minibatch``), with the ``total_size`` that scales the batch's
+    log-likelihood up to all the rows."""
+    # One random index slices X and y alike; the graph is rebuilt on the batch.
+    X_batch, targets = pm.Minibatch(network.X, y_data, batch_size=batch_size)
+    on_batch = graph_replace(rows, {network.X: X_batch}, strict=True)
+    # The data's current rows, so that pm.set_data of another training set keeps the scale.
+    total_size = [y_data.shape[0]] + [None] * (targets.ndim - 1)
+    return on_batch, targets, {"total_size": total_size}

@@ -114,23 +114,31 @@ def test_bad_labels_are_named():
             categorical_likelihood(regression, LABELS6)
 
 
-@pytest.mark.parametrize("kwargs", [{"sigma": 0.3}, {"D": 0.01}], ids=["gaussian", "eq23"])
+@pytest.mark.parametrize(
+    "kwargs", [{"sigma": 0.3}, {"D": 0.01}, {}], ids=["gaussian", "eq23", "categorical"]
+)
 def test_minibatch_likelihood_is_unbiased(kwargs, forward, random_point):
     """The batch estimate averages to the full likelihood: a batch that was not scaled up by
     n / batch_size (3 here), or rows of X paired with other rows of y, miss it by far more than
     the Monte Carlo error."""
     with pm.Model() as model:
-        net = mlp(X6, (2, 3, 2), prior="gaussian")
-        term = gaussian_likelihood(net, Y6, batch_size=2, **kwargs)
+        if kwargs:
+            net = mlp(X6, (2, 3, 2), prior="gaussian")
+            term = gaussian_likelihood(net, Y6, batch_size=2, **kwargs)
+        else:
+            net = mlp(X6, (2, 3, 3), prior="gaussian", output="softmax")
+            term = categorical_likelihood(net, LABELS6, batch_size=2)
     assert not model.named_vars_to_dims.get(term.name)
     point, values = random_point(model, np.random.default_rng(3))
     logp = model.compile_logp(vars=[term], jacobian=False, **FAST)
     draws = np.array([logp(values) for _ in range(20_000)])
-    F = forward(X6, *layer_values(point, "net", 2))
+    F = forward(X6, *layer_values(point, "net", 2), softmax=not kwargs)
     if "D" in kwargs:
         full = -np.sum((Y6 - F) ** 2) / (kwargs["D"] * len(Y6))
-    else:
+    elif "sigma" in kwargs:
         full = stats.norm(F, kwargs["sigma"]).logpdf(Y6).sum()
+    else:
+        full = np.log(F[np.arange(len(LABELS6)), LABELS6]).sum()
     assert np.ptp(draws) > 0
     assert abs(draws.mean() - full) < 4 * draws.std() / np.sqrt(len(draws))
 
@@ -152,6 +160,12 @@ def test_minibatch_likelihood_refusals():
         net = mlp(X6, (2, 3, 2), prior="gaussian", output_layer="integrated")
         with pytest.raises(ValueError, match="sum over the rows"):
             gaussian_likelihood(net, Y6, sigma=0.3, batch_size=2)
+    with pm.Model():
+        net = mlp(X6, (2, 3, 3), output="softmax")
+        with pytest.raises(ValueError, match="batch_size must be at most the 6 rows, got 7"):
+            categorical_likelihood(net, LABELS6, batch_size=7)
+        with pytest.raises(TypeError, match="batch_size must be a positive integer"):
+            categorical_likelihood(net, LABELS6, batch_size=2.0j)
 
 
 @pytest.mark.parametrize(
