@@ -31,6 +31,7 @@ Nothing here imports PyMC.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -710,8 +711,6 @@ def prior_draws(
 
 
 def _copied_generator(rng: np.random.Generator) -> np.random.Generator:
-    import copy
-
     return copy.deepcopy(rng)
 
 

@@ -12,7 +12,8 @@ rung's tempered distribution). The default explorer, :class:`StochasticDynamics`
 every rung at once (:class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` on the model's
 log-density vectorised over rows and their ``β``,
 :func:`pymc_sfp.compile.compile_batched_tempered_density`): the same chains, without ``K``
-Python-level step calls per round.
+Python-level step calls per round; after tuning the rounds of a draw then run as one call of
+machine code (:mod:`pymc_sfp.core.compiled_tempering`, the ``compiled`` argument).
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ class ParallelTempering(ArrayStepShared):
         :class:`~pymc_sfp.StochasticDynamics` with one of PyMC's diagonal or dense mass
         matrices (any ``scaling`` or ``potential`` but a sparse one); ``True`` makes it an
         error otherwise.
+    compiled : bool, optional
+        After tuning, run all the rounds of a draw as one call of machine code
+        (:func:`pymc_sfp.core.compiled_tempering.compiled_rounds`): the vectorised ladder's
+        dynamics, the swaps, the index process and the swap record, with the same random
+        numbers, so the same draws and stats as the NumPy rounds up to the last bits of
+        ``exp``. Default: where it applies, i.e. with the vectorised ladder and a log-density
+        compiled by PyTensor's Numba backend; tuning draws, other explorers and
+        ``compiled=False`` run the NumPy rounds (``fallback_reason`` says why). ``True`` makes
+        it an error where it does not apply.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
