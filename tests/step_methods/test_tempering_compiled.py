@@ -97,6 +97,16 @@ def test_compiled_rounds_with_divergences_and_a_hard_constraint():
     assert any(np.any(s["replica_diverging"] == True) for s in after)  # noqa: E712
 
 
+def test_compiled_rounds_without_prior_draws():
+    # Every rung explored, the hottest too (the ladder of ReplicaExchangeDynamics).
+    model = multimodal_targets()["mixture-2d"].model()
+    kwargs = {"betas": [0.05, 0.3, 1.0], "prior_draws": False, "rounds_per_draw": 2}
+    _, reference = _run(model, False, **kwargs)
+    step, compiled = _run(model, None, **kwargs)
+    assert step.fallback_reason is None and step._prior_sampler is None
+    _assert_same(reference, compiled)
+
+
 def test_compiled_needs_the_ladder():
     model = multimodal_targets()["mixture-2d"].model()
     with model:
