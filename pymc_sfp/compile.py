@@ -379,6 +379,8 @@ def compile_batched_tempered_density(
             terms = np.broadcast_to(terms.reshape(-1, 2), (len(x), 2))
         return logp, grad, terms
 
+    # For the compiled ladder rounds (pymc_sfp.core.compiled_tempering): ``(jit_fn, cells)``.
+    tempered_density.machine_code = functools.partial(_machine_code, function, 2, 3)
     return tempered_density
 
 
@@ -424,6 +426,8 @@ def compile_prior_sampler(
     def draw() -> np.ndarray:
         return function()[0]
 
+    # For the compiled ladder rounds (pymc_sfp.core.compiled_tempering.prior_draws).
+    draw.function = function
     return draw, generators
 
 

@@ -45,6 +45,7 @@ from pymc_sfp.compile import (
     reseed,
     step_graph,
 )
+from pymc_sfp.core.compiled_tempering import LadderKernelResult, LadderMass, LadderSettings
 from pymc_sfp.core.dynamics import (
     DynamicsSettings,
     LogpGrad,
@@ -809,6 +810,63 @@ class LadderDynamics:
         size = self._template._size
         return np.array([_inverse_mass(self._potentials[k], size) for k in chains])
 
+    def start_error(self, rungs: np.ndarray) -> SamplingError:
+        """The error for a step from points of ``rungs`` where the density is not finite."""
+        return SamplingError(
+            f"{type(self._template).__name__} on a tempering ladder: the tempered log-density or "
+            f"its gradient is not finite at the starting points of rungs "
+            f"{np.asarray(rungs).tolist()} (0 is the hottest); start the chain inside the model's "
+            "support (initvals), or check the model with model.debug()"
+        )
+
+    def kernel_inputs(self) -> tuple[LadderMass, LadderSettings]:
+        """The mass matrices and settings of the chains as
+        :func:`~pymc_sfp.core.compiled_tempering.compiled_rounds` takes them (after tuning,
+        where they are fixed); draws the persistent momenta where no step has drawn them yet,
+        as :meth:`step` would first."""
+        if self._noise is None:
+            self._noise = self.rng.standard_normal(self._inverse_mass.shape[:2])
+        mass = self._mass
+        n = len(self._step_size)
+        if mass.dense:
+            none = np.empty((n, 0))
+            rows = LadderMass(True, none, none, mass.inverse_mass, mass._colour, mass._whiten)
+        else:
+            none = np.empty((n, 0, 0))
+            rows = LadderMass(False, mass.inverse_mass, mass._colour, none, none, none)
+        template = self._template
+        settings = template._settings
+        return rows, LadderSettings(
+            settings.n_steps,
+            settings.alpha,
+            settings.correct,
+            settings.max_energy_error,
+            template.thin,
+            template.step_size_jitter,
+        )
+
+    def compiled_stats(self, result: LadderKernelResult) -> tuple[dict[str, Any], dict[str, int]]:
+        """Take the momenta and divergence counts of
+        :func:`~pymc_sfp.core.compiled_tempering.compiled_rounds`' ``result``; return the
+        coldest chain's stats of the last round (as :meth:`step`'s last value of each,
+        counts left out) and the counts summed over the chains and rounds."""
+        self._noise = result.noise
+        self._divergences = result.divergences
+        accept, diverging, energy, energy_error = result.cold
+        cold = {
+            "accept": np.float64(accept),
+            "diverging": np.bool_(diverging),
+            "energy": np.float64(energy),
+            "energy_error": np.float64(energy_error),
+            "divergences": self._divergences[-1],
+            "step_size": self._step_size[-1],
+            "step_size_bar": self._step_size_bar[-1],
+            "gradient_noise_share": np.float64(0.0),
+        }
+        n_accepted, n_hits, n_grad = result.counts
+        counts = {"n_accepted": n_accepted, "n_constraint_hits": n_hits, "n_grad_evals": n_grad}
+        return cold, counts
+
     def step(
         self,
         positions: np.ndarray,
@@ -825,12 +883,7 @@ class LadderDynamics:
         finite = np.isfinite(np.add.reduce(logp) + np.add.reduce(grad, axis=None))
         bad = None if finite else ~(np.isfinite(logp) & np.all(np.isfinite(grad), axis=1))
         if bad is not None and bad.any():
-            raise SamplingError(
-                f"{type(template).__name__} on a tempering ladder: the tempered log-density or "
-                f"its gradient is not finite at the starting points of rungs "
-                f"{chains[bad].tolist()} (0 is the hottest); start the chain inside the model's "
-                "support (initvals), or check the model with model.debug()"
-            )
+            raise self.start_error(chains[bad])
         if self._noise is None:
             self._noise = self.rng.standard_normal(self._inverse_mass.shape[:2])
         mass = self._mass.rows(chains)

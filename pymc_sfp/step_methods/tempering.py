@@ -12,7 +12,8 @@ rung's tempered distribution). The default explorer, :class:`StochasticDynamics`
 every rung at once (:class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` on the model's
 log-density vectorised over rows and their ``β``,
 :func:`pymc_sfp.compile.compile_batched_tempered_density`): the same chains, without ``K``
-Python-level step calls per round.
+Python-level step calls per round; after tuning the rounds of a draw then run as one call of
+machine code (:mod:`pymc_sfp.core.compiled_tempering`, the ``compiled`` argument).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, NamedTuple
 
+import numba
 import numpy as np
 import pymc as pm
 import pytensor
@@ -44,6 +46,13 @@ from pymc_sfp.compile import (
     reseed,
     step_graph,
     tempered_model,
+)
+from pymc_sfp.core.compiled_sweep import ModelCallError
+from pymc_sfp.core.compiled_tempering import (
+    START_NOT_FINITE,
+    LadderError,
+    compiled_rounds,
+    prior_draws,
 )
 from pymc_sfp.core.dynamics import swap_neighbours
 from pymc_sfp.core.tempering import (
@@ -156,6 +165,15 @@ class ParallelTempering(ArrayStepShared):
         :class:`~pymc_sfp.StochasticDynamics` with one of PyMC's diagonal or dense mass
         matrices (any ``scaling`` or ``potential`` but a sparse one); ``True`` makes it an
         error otherwise.
+    compiled : bool, optional
+        After tuning, run all the rounds of a draw as one call of machine code
+        (:func:`pymc_sfp.core.compiled_tempering.compiled_rounds`): the vectorised ladder's
+        dynamics, the swaps, the index process and the swap record, with the same random
+        numbers, so the same draws and stats as the NumPy rounds up to the last bits of
+        ``exp``. Default: where it applies, i.e. with the vectorised ladder and a log-density
+        compiled by PyTensor's Numba backend; tuning draws, other explorers and
+        ``compiled=False`` run the NumPy rounds (``fallback_reason`` says why). ``True`` makes
+        it an error where it does not apply.
     model, rng, initial_point, compile_kwargs, blocked :
         As for PyMC's steps.
 
@@ -232,6 +250,7 @@ class ParallelTempering(ArrayStepShared):
         prior_draws: bool | None = None,
         min_round_trips: int = 10,
         vectorized: bool | None = None,
+        compiled: bool | None = None,
         model: pm.Model | None = None,
         rng: Any = None,
         initial_point: dict | None = None,
@@ -244,6 +263,7 @@ class ParallelTempering(ArrayStepShared):
             raise TypeError(f"ParallelTempering got unexpected keyword arguments: {sorted(kwargs)}")
         prior_draws = None if prior_draws is None else check_bool(prior_draws, "prior_draws")
         vectorized = None if vectorized is None else check_bool(vectorized, "vectorized")
+        compiled = None if compiled is None else check_bool(compiled, "compiled")
         max_chains = check_int_at_least(max_chains, 2, "max_chains")
         min_chains = check_int_at_least(min_chains, 2, "min_chains")
         if min_chains > max_chains:
@@ -361,6 +381,11 @@ class ParallelTempering(ArrayStepShared):
         self._tempered_density = (
             compile_batched_tempered_density(graph, compile_kwargs) if vectorized else None
         )
+        self.fallback_reason = self._compiled_rounds_unavailable(compiled, graph.start)
+        if compiled and self.fallback_reason is not None:
+            raise ValueError(
+                f"compiled=True, but the rounds cannot be compiled: {self.fallback_reason}"
+            )
 
         self.initial_betas = schedule
         self.adapt_schedule = check_bool(adapt_schedule, "adapt_schedule")
@@ -472,12 +497,18 @@ class ParallelTempering(ArrayStepShared):
             self.replicas = np.tile(np.asarray(q0.data, dtype=np.float64), (n_chains, 1))
         self.replicas[-1] = q0.data
         collected = self._forwarded.start(n_chains)
-        accepted, proposed = np.zeros(n_chains - 1), np.zeros(n_chains - 1)
-        for _ in range(self.rounds_per_draw):
-            terms, swap_accept = self._round(info, collected)
-            swapped = ~np.isnan(swap_accept)
-            np.add(accepted, swap_accept, out=accepted, where=swapped)
-            proposed += swapped
+        rounds = None
+        if self.fallback_reason is None and not self.tune:
+            rounds = self._compiled_rounds(collected)
+        if rounds is not None:
+            terms, accepted, proposed = rounds
+        else:
+            accepted, proposed = np.zeros(n_chains - 1), np.zeros(n_chains - 1)
+            for _ in range(self.rounds_per_draw):
+                terms, swap_accept = self._round(info, collected)
+                swapped = ~np.isnan(swap_accept)
+                np.add(accepted, swap_accept, out=accepted, where=swapped)
+                proposed += swapped
         betas = self.betas
         evidence = (np.nan, np.nan)
         if self.tune:
@@ -531,6 +562,131 @@ class ParallelTempering(ArrayStepShared):
         self.swap_record = record_swaps(self.swap_record, swap_accept)
         self.index_process = update_index_process(self.index_process, order)
         return terms, swap_accept
+
+    def _compiled_rounds_unavailable(self, compiled: bool | None, start: np.ndarray) -> str | None:
+        """Why the rounds after tuning cannot run compiled (``None`` when they can); compiles
+        the kernel otherwise, with no round, so that forked chains inherit the machine code."""
+        if compiled is False:
+            return "compiled=False"
+        if self._tempered_density is None:
+            return "the explorer does not run as a vectorised ladder (vectorized=False)"
+        try:
+            jit_fn, cells = self._tempered_density.machine_code()
+            ladder = LadderDynamics(self._explorer, 2, np.random.default_rng(0), tune=False)
+            mass, settings = ladder.kernel_inputs()
+            replicas = np.tile(np.asarray(start, dtype=np.float64), (2, 1))
+            prior = np.empty((0, replicas.shape[1]))
+            compiled_rounds(
+                jit_fn,
+                tuple(cell[0] for cell in cells),
+                replicas,
+                np.array([0.0, 1.0]),
+                prior if self._prior_sampler is not None else None,
+                np.empty((0, 2)) if self._prior_sampler is not None else None,
+                ladder._noise,
+                ladder._divergences,
+                mass,
+                ladder._step_size,
+                settings,
+                0,
+                0,
+                np.zeros(1),
+                np.zeros(1, dtype=np.int64),
+                np.arange(2),
+                np.array([0, 1]),
+                0,
+                ladder.rng,
+                np.random.default_rng(0),
+            )
+        except NotImplementedError as err:
+            return str(err)
+        except numba.core.errors.NumbaError as err:
+            return f"Numba cannot compile the rounds for this model: {str(err).splitlines()[0]}"
+        return None
+
+    def _compiled_rounds(
+        self, collected: _Collected
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The draw's rounds in one call of machine code
+        (:func:`~pymc_sfp.core.compiled_tempering.compiled_rounds`): the same draws and stats
+        as :meth:`_round`'s, from the same random streams. Returns the terms after the last
+        round and the summed and counted swap acceptances, or ``None`` where a call of the
+        model raised inside the machine code (the rounds then run in Python, which raises the
+        model's error itself)."""
+        ladder = self._explorers
+        n_rounds = self.rounds_per_draw
+        prior_states = prior_terms = None
+        if self._prior_sampler is not None:
+            prior_states = self._prior_states(n_rounds)
+            if prior_states is None:
+                return None
+            prior_terms = np.array([self._log_likelihood(x) for x in prior_states])
+        jit_fn, cells = self._tempered_density.machine_code()
+        mass, settings = ladder.kernel_inputs()
+        index, record = self.index_process, self.swap_record
+        try:
+            result = compiled_rounds(
+                jit_fn,
+                tuple(cell[0] for cell in cells),
+                self.replicas,
+                self.betas,
+                prior_states,
+                prior_terms,
+                ladder._noise,
+                ladder._divergences,
+                mass,
+                ladder._step_size,
+                settings,
+                self.n_rounds,
+                n_rounds,
+                record.rejections,
+                record.proposals,
+                index.rung,
+                index.last_end,
+                index.round_trips,
+                ladder.rng,
+                self.rng,
+            )
+        except ModelCallError:
+            return None
+        except LadderError as err:
+            if err.status == START_NOT_FINITE:
+                first = 1 if self._prior_sampler is not None else 0
+                raise ladder.start_error(np.flatnonzero(err.bad) + first) from None
+            self._check_terms(err.terms)
+            raise
+        self.replicas = result.replicas
+        self.n_rounds += n_rounds
+        self.swap_record = record._replace(rejections=result.rejections, proposals=result.proposals)
+        self.index_process = index._replace(
+            rung=result.rung, last_end=result.last_end, round_trips=result.round_trips
+        )
+        cold, counts = ladder.compiled_stats(result)
+        collected.add_compiled(cold, counts, result.diverging)
+        return result.terms, result.swap_accepted, result.swap_proposed
+
+    def _prior_states(self, n_rounds: int) -> np.ndarray | None:
+        """The prior rung's draws of ``n_rounds`` rounds, as many calls of the prior sampler
+        would make them: through its machine code in one call where it has one that advances
+        its generator in place (PyTensor's Numba backend), else call by call. ``None`` where
+        the sampler raised inside the machine code."""
+        draw = self._prior_sampler[0]
+        function = getattr(draw, "function", None)
+        jit_fn = getattr(getattr(function, "vm", None), "jit_fn", None)
+        cells = getattr(function.vm, "inputs", ()) if jit_fn is not None else ()
+        if (
+            len(cells) == 1
+            and isinstance(cells[0][0], np.random.Generator)
+            and function.maker.fgraph.update_mapping == {1: 0}
+            and n_rounds > 1  # a call of the sampler costs less than a call of machine code
+            and _advances_in_place(jit_fn, cells[0][0])
+        ):
+            generator = cells[0][0]
+            try:
+                return prior_draws(jit_fn, generator, n_rounds, self.replicas.shape[1])
+            except ModelCallError:
+                return None
+        return np.array([draw() for _ in range(n_rounds)])
 
     def _check_terms(self, terms: np.ndarray) -> None:
         """Raise where a rung's prior or likelihood is not finite, except a likelihood of 0 at
@@ -716,6 +872,18 @@ class _Collected:
             self.counts[name] += int(np.add.reduce(stats.get(name, 0), axis=None))
         self.diverging[rungs] |= stats["diverging"]
 
+    def add_compiled(
+        self, cold: Mapping[str, Any], counts: Mapping[str, int], diverging: np.ndarray
+    ) -> None:
+        """The stats of compiled rounds (:meth:`LadderDynamics.compiled_stats`): the cold
+        rung's of the last round, the counts over every rung and round, and per rung whether it
+        diverged in any round."""
+        self.cold = dict(cold)
+        self._cold_batch = None
+        for name in self.counts:
+            self.counts[name] += counts.get(name, 0)
+        self.diverging |= diverging
+
     def stats(self, max_chains: int) -> dict[str, Any]:
         if self._cold_batch is not None:
             self.cold = {name: values[-1] for name, values in self._cold_batch.items()}
@@ -781,6 +949,14 @@ def _clone_step(step: Any) -> Any:
                 setattr(rewired, key, copied[id(getattr(helper, key))])
             setattr(clone, name, rewired)
     return clone
+
+
+@functools.cache
+def _advances_in_place(jit_fn: Callable, generator: np.random.Generator) -> bool:
+    """Whether the prior sampler's machine code ``jit_fn`` returns the generator it is given,
+    advanced (tried on a copy): its draws are then those of the sampler."""
+    trial = copy.deepcopy(generator)
+    return jit_fn(trial)[-1] is trial
 
 
 def _round_ends(n_tune: int) -> set[int]:

@@ -1,0 +1,863 @@
+"""The rounds of a parallel-tempering draw compiled with Numba: the ladder's stochastic dynamics,
+the even/odd swaps, the index process and the swap record in one call of machine code.
+
+After tuning, a round of :class:`pymc_sfp.ParallelTempering` with its default explorer is a few
+dozen NumPy calls on arrays of a handful of rungs (:func:`pymc_sfp.core.dynamics.transition`
+and :func:`~pymc_sfp.core.dynamics.leapfrog` on the batch of rungs,
+:func:`~pymc_sfp.core.dynamics.swap_neighbours`,
+:func:`~pymc_sfp.core.tempering.record_swaps`,
+:func:`~pymc_sfp.core.tempering.update_index_process`): for a small model their overhead, not the
+model, is the cost of a round. :func:`ladder_kernel` makes every round of a draw in one call,
+with the same arithmetic in the same order, so the NumPy functions stay the tested specification:
+
+* the random numbers come from the same generators, in the same order and amounts (Numba's
+  ``numpy.random.Generator`` shares the state of the generator it is given and draws as NumPy
+  does): for each transition the step-size jitter, the momentum noise, the Metropolis uniforms
+  where some trajectory ended finite, the fresh momenta of uncorrected dynamics after a
+  rejection; the uniforms of the swaps, one per proposed pair whatever happens, are drawn
+  beforehand from the swap generator;
+* the log-density is the same machine code (the batched tempered density, called through its
+  address as :mod:`pymc_sfp.core.compiled_sweep` calls the model's), on the whole batch of
+  rungs at each leapfrog step, failed trajectories included, as the reference does;
+* sums over coordinates are NumPy's pairwise summation, step for step.
+
+The draws and stats are then the reference's up to the last bits of ``exp`` (NumPy's vectorised
+``exp`` and the C library's, which Numba calls, may round differently) and, for a dense mass
+matrix, of the matrix products. The prior rung's draws are made beforehand (one per round, from
+the prior sampler's own generator) and passed in with their prior and log-likelihood.
+
+Nothing here imports PyMC.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from pymc_sfp.core.compiled_sweep import ModelCallError, _address, _failed
+
+__all__ = [
+    "LadderKernelResult",
+    "LadderSettings",
+    "compiled_rounds",
+    "ladder_kernel",
+    "prior_draws",
+]
+
+_jit = numba.njit(cache=True, nogil=True)
+
+#: :func:`ladder_kernel`'s status codes.
+OK, MODEL_FAILED, START_NOT_FINITE, TERMS_NOT_FINITE = 0, 1, 2, 3
+
+
+class LadderSettings(NamedTuple):
+    """The fixed settings of the ladder's dynamics (those of the explorer,
+    :class:`~pymc_sfp.core.dynamics.DynamicsSettings` and its ``thin`` and jitter)."""
+
+    n_steps: int
+    alpha: float
+    correct: bool
+    max_energy_error: float
+    thin: int
+    jitter: float
+
+
+class LadderMass(NamedTuple):
+    """The rungs' mass matrices as :class:`~pymc_sfp.core.dynamics.RowMassMatrix` holds them:
+    for a diagonal one ``inverse`` and ``colour`` of shape ``(K, d)`` (``dense`` false, the
+    matrices empty); for a dense one the matrices ``M⁻¹``, ``L⁻¹`` and ``L`` of shape
+    ``(K, d, d)``."""
+
+    dense: bool
+    inverse: np.ndarray
+    colour: np.ndarray
+    inverse_matrix: np.ndarray
+    colour_matrix: np.ndarray
+    whiten_matrix: np.ndarray
+
+
+class LadderKernelResult(NamedTuple):
+    """What :func:`compiled_rounds` returns; arrays are new (the inputs are not changed)."""
+
+    replicas: np.ndarray
+    terms: np.ndarray
+    """Each rung's ``(prior, log-likelihood)`` after the last round's swaps."""
+    noise: np.ndarray
+    """The rungs' persistent momenta, whitened."""
+    divergences: np.ndarray
+    swap_accepted: np.ndarray
+    """Summed acceptance probability of each pair over the rounds that proposed it."""
+    swap_proposed: np.ndarray
+    rejections: np.ndarray
+    proposals: np.ndarray
+    rung: np.ndarray
+    last_end: np.ndarray
+    round_trips: int
+    cold: tuple[float, bool, float, float]
+    """The cold rung's ``accept``, ``diverging``, ``energy`` and ``energy_error`` of the last
+    round."""
+    counts: tuple[int, int, int]
+    """``n_accepted``, ``n_constraint_hits``, ``n_grad_evals`` summed over rungs and rounds."""
+    diverging: np.ndarray
+    """Per rung, whether its dynamics diverged in any round."""
+
+
+# -- small pieces, as NumPy computes them ---------------------------------------------------------
+
+
+@_jit
+def _block_sum(a: np.ndarray, start: int, n: int) -> float:
+    """NumPy's pairwise summation of ``a[start:start + n]`` for ``n <= 128`` (one block: eight
+    running sums, combined pairwise, then the rest)."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[start + i]
+        return res
+    r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
+    r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[start + i]
+        r1 += a[start + i + 1]
+        r2 += a[start + i + 2]
+        r3 += a[start + i + 3]
+        r4 += a[start + i + 4]
+        r5 += a[start + i + 5]
+        r6 += a[start + i + 6]
+        r7 += a[start + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[start + i]
+        i += 1
+    return res
+
+
+@_jit
+def _pairwise_sum(a: np.ndarray) -> float:
+    """NumPy's pairwise summation of a contiguous float64 row (``np.add.reduce``), operation
+    for operation: blocks of at most 128, halves (multiples of 8) added above them. NumPy
+    recurses; this walks the same tree with a stack (Numba's disk cache cannot load a
+    recursive function)."""
+    n = len(a)
+    if n <= 128:
+        return _block_sum(a, 0, n)
+    starts = np.empty(192, dtype=np.int64)
+    sizes = np.empty(192, dtype=np.int64)
+    expanded = np.zeros(192, dtype=np.bool_)
+    values = np.empty(96)
+    top = n_values = 0
+    starts[0], sizes[0] = 0, n
+    top = 1
+    while top:
+        top -= 1
+        start, size, done = starts[top], sizes[top], expanded[top]
+        if size <= 128:
+            values[n_values] = _block_sum(a, start, size)
+            n_values += 1
+        elif done:
+            n_values -= 1
+            values[n_values - 1] = values[n_values - 1] + values[n_values]
+        else:
+            half = size // 2
+            half -= half % 8
+            starts[top], sizes[top], expanded[top] = start, size, True
+            starts[top + 1], sizes[top + 1], expanded[top + 1] = start + half, size - half, False
+            starts[top + 2], sizes[top + 2], expanded[top + 2] = start, half, False
+            top += 3
+    return values[0]
+
+
+@_jit
+def _row_times(row: np.ndarray, matrix: np.ndarray, out: np.ndarray) -> None:
+    """``out = row @ matrix`` (a row vector on the left)."""
+    d = len(row)
+    for j in range(d):
+        total = 0.0
+        for m in range(d):
+            total += row[m] * matrix[m, j]
+        out[j] = total
+
+
+@_jit
+def _velocity(p: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
+    """``out = M⁻¹ p`` for rung ``rung``."""
+    dense, inverse, _, inverse_matrix, _, _ = mass
+    if dense:
+        _row_times(p, inverse_matrix[rung], out)
+    else:
+        for j in range(len(p)):
+            out[j] = p[j] * inverse[rung, j]
+
+
+@_jit
+def _kinetic(p: np.ndarray, rung: int, mass: tuple, work: np.ndarray) -> float:
+    """``½ pᵀ M⁻¹ p`` (``work`` a scratch row)."""
+    _velocity(p, rung, mass, work)
+    for j in range(len(p)):
+        work[j] = p[j] * work[j]
+    return 0.5 * _pairwise_sum(work)
+
+
+@_jit
+def _colour(z: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
+    """Standard-normal ``z`` to a momentum of ``N(0, M)``."""
+    dense, _, colour, _, colour_matrix, _ = mass
+    if dense:
+        _row_times(z, colour_matrix[rung], out)
+    else:
+        for j in range(len(z)):
+            out[j] = z[j] * colour[rung, j]
+
+
+@_jit
+def _whiten(p: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
+    """The inverse of :func:`_colour`."""
+    dense, _, colour, _, _, whiten_matrix = mass
+    if dense:
+        _row_times(p, whiten_matrix[rung], out)
+    else:
+        for j in range(len(p)):
+            out[j] = p[j] / colour[rung, j]
+
+
+@_jit
+def _draw_momenta(rng, rungs: np.ndarray, mass: tuple, out: np.ndarray) -> None:
+    """``metric.draw_momentum()`` of the batch: ``standard_normal((S, d))``, row by row, then
+    coloured."""
+    n, d = out.shape
+    z = np.empty((n, d))
+    for i in range(n):
+        for j in range(d):
+            z[i, j] = rng.standard_normal()
+    for i in range(n):
+        _colour(z[i], rungs[i], mass, out[i])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _evaluate(density, extras, x, betas, logp, grad, aux) -> bool:
+    """The batched tempered density at the rows ``x``, into ``logp``, ``grad`` and ``aux``
+    (an output with one row stands for every row). Returns whether the model's call failed."""
+    out_logp, out_grad, out_aux = density((x, betas) + extras)  # noqa: RUF005
+    if _failed(out_logp) or _failed(out_grad) or _failed(out_aux):
+        return True
+    n, d = x.shape
+    for i in range(n):
+        a = i if out_logp.shape[0] == n else 0
+        logp[i] = out_logp[a]
+        g = i if out_grad.shape[0] == n else 0
+        for j in range(d):
+            grad[i, j] = out_grad[g, j]
+        b = i if out_aux.shape[0] == n else 0
+        aux[i, 0] = out_aux[b, 0]
+        aux[i, 1] = out_aux[b, 1]
+    return False
+
+
+@_jit
+def _row_finite(logp: float, grad: np.ndarray) -> tuple[bool, bool]:
+    """Whether the log-density and the gradient of a row are finite."""
+    finite_grad = True
+    for value in grad:
+        if not math.isfinite(value):
+            finite_grad = False
+    return math.isfinite(logp) and finite_grad, finite_grad
+
+
+# -- the kernel --------------------------------------------------------------------------------
+
+
+@_jit
+def ladder_kernel(
+    density,
+    extras,
+    replicas,
+    betas,
+    first_rung,
+    prior_states,
+    prior_terms,
+    noise,
+    divergences,
+    mass,
+    step_size,
+    settings,
+    n_rounds_before,
+    n_rounds,
+    rejections,
+    proposals,
+    rung_of,
+    last_end,
+    round_trips,
+    ladder_rng,
+    swap_uniforms,
+):
+    """``n_rounds`` rounds of :meth:`pymc_sfp.ParallelTempering._round` with the
+    :class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` explorer after tuning.
+
+    ``density`` is the batched tempered density's :class:`~pymc_sfp.core.compiled_sweep.
+    FunctionAddress` (``(X, β, *extras) ↦ (log π_β, ∇ log π_β, [prior, likelihood])``);
+    ``first_rung`` is 1 where rung 0 takes ``prior_states[r]`` (with ``prior_terms[r]``) in
+    round ``r``, else 0; ``mass`` a :class:`LadderMass` tuple, ``settings`` a
+    :class:`LadderSettings` tuple; the rounds are numbered on from ``n_rounds_before`` (even
+    rounds swap the even pairs). The arrays ``replicas``, ``noise``, ``divergences``,
+    ``rejections``, ``proposals``, ``rung_of`` and ``last_end`` are updated in place.
+
+    Returns ``(status, round, terms, swap_accepted, swap_proposed, round_trips, cold, counts,
+    diverging, bad)``: ``status`` :data:`OK`, or :data:`MODEL_FAILED` (a call of the model
+    raised), :data:`START_NOT_FINITE` (the density or gradient at the start of the dynamics,
+    ``bad`` the rows), :data:`TERMS_NOT_FINITE` (a rung's prior or likelihood, ``terms`` those
+    of the round); ``round`` the round it stopped in.
+    """
+    n_steps, alpha, correct, max_error, thin, jitter = settings
+    K, d = replicas.shape
+    S = K - first_rung
+    terms = np.empty((K, 2))
+    swap_accepted = np.zeros(K - 1)
+    swap_proposed = np.zeros(K - 1)
+    diverging_any = np.zeros(K, dtype=np.bool_)
+    bad = np.zeros(S, dtype=np.bool_)
+    cold = (np.nan, False, np.nan, np.nan)
+    n_accepted_total = n_hits_total = n_grad_total = 0
+    rungs = np.arange(first_rung, K)
+    row_betas = betas[first_rung:].copy()
+    scale = math.sqrt(1.0 - alpha * alpha)
+    # The batch's arrays: the state, the trajectory's, its last point before it stopped.
+    q0 = np.empty((S, d))
+    p0 = np.empty((S, d))
+    logp0 = np.empty(S)
+    grad0 = np.empty((S, d))
+    aux0 = np.empty((S, 2))
+    fresh = np.empty((S, d))
+    work = np.empty(d)
+    velocity = np.empty(d)
+    n_uniforms = 0
+    for r in range(n_rounds):
+        if first_rung:
+            for j in range(d):
+                replicas[0, j] = prior_states[r, j]
+            terms[0, 0], terms[0, 1] = prior_terms[r, 0], prior_terms[r, 1]
+        # LadderDynamics.step: the state at the start, its momentum from the whitened noise.
+        for i in range(S):
+            for j in range(d):
+                q0[i, j] = replicas[first_rung + i, j]
+        if _evaluate(density, extras, q0, row_betas, logp0, grad0, aux0):
+            return (
+                MODEL_FAILED,
+                r,
+                terms,
+                swap_accepted,
+                swap_proposed,
+                round_trips,
+                cold,
+                (
+                    n_accepted_total,
+                    n_hits_total,
+                    n_grad_total,
+                ),
+                diverging_any,
+                bad,
+            )
+        any_bad = False
+        for i in range(S):
+            bad[i] = not _row_finite(logp0[i], grad0[i])[0]
+            any_bad |= bad[i]
+        if any_bad:
+            return (
+                START_NOT_FINITE,
+                r,
+                terms,
+                swap_accepted,
+                swap_proposed,
+                round_trips,
+                cold,
+                (
+                    n_accepted_total,
+                    n_hits_total,
+                    n_grad_total,
+                ),
+                diverging_any,
+                bad,
+            )
+        for i in range(S):
+            _colour(noise[rungs[i]], rungs[i], mass, p0[i])
+        # StochasticDynamics._draw: `thin` transitions.
+        accept_total = np.zeros(S)
+        n_accepted = np.zeros(S, dtype=np.int64)
+        n_hits = np.zeros(S, dtype=np.int64)
+        diverging = np.zeros(S, dtype=np.bool_)
+        n_grad = 1
+        accept_stat = np.empty(S)
+        energy = np.empty(S)
+        energy_error = np.empty(S)
+        for _ in range(thin):
+            epsilon = step_size[first_rung:].copy()
+            if jitter:
+                for i in range(S):
+                    epsilon[i] = step_size[first_rung + i] * ladder_rng.uniform(
+                        1.0 - jitter, 1.0 + jitter
+                    )
+            n_grad += _transition(
+                density,
+                extras,
+                q0,
+                p0,
+                logp0,
+                grad0,
+                aux0,
+                epsilon,
+                row_betas,
+                rungs,
+                mass,
+                n_steps,
+                alpha,
+                scale,
+                correct,
+                max_error,
+                ladder_rng,
+                fresh,
+                work,
+                velocity,
+                accept_stat,
+                energy,
+                energy_error,
+                n_accepted,
+                n_hits,
+                diverging,
+            )
+            if n_grad < 0:
+                return (
+                    MODEL_FAILED,
+                    r,
+                    terms,
+                    swap_accepted,
+                    swap_proposed,
+                    round_trips,
+                    cold,
+                    (
+                        n_accepted_total,
+                        n_hits_total,
+                        n_grad_total,
+                    ),
+                    diverging_any,
+                    bad,
+                )
+            for i in range(S):
+                accept_total[i] += accept_stat[i]
+        for i in range(S):
+            k = rungs[i]
+            divergences[k] += diverging[i]
+            _whiten(p0[i], k, mass, noise[k])
+            for j in range(d):
+                replicas[k, j] = q0[i, j]
+            terms[k, 0], terms[k, 1] = aux0[i, 0], aux0[i, 1]
+            diverging_any[k] |= diverging[i]
+            n_accepted_total += n_accepted[i]
+            n_hits_total += n_hits[i]
+            n_grad_total += n_grad
+        cold = (
+            accept_total[S - 1] / thin,
+            diverging[S - 1],
+            energy[S - 1],
+            energy_error[S - 1],
+        )
+        # ParallelTempering._round: the terms' check, then the swaps.
+        valid = True
+        for k in range(K):
+            if math.isnan(terms[k, 1]):
+                terms[k, 1] = -np.inf
+            ok = math.isfinite(terms[k, 0]) and (
+                math.isfinite(terms[k, 1]) or (betas[k] == 0.0 and terms[k, 1] == -np.inf)
+            )
+            valid &= ok
+        if not valid:
+            return (
+                TERMS_NOT_FINITE,
+                r,
+                terms,
+                swap_accepted,
+                swap_proposed,
+                round_trips,
+                cold,
+                (
+                    n_accepted_total,
+                    n_hits_total,
+                    n_grad_total,
+                ),
+                diverging_any,
+                bad,
+            )
+        order = np.arange(K)
+        for k in range((n_rounds_before + r) % 2, K - 1, 2):
+            log_ratio = (betas[k] - betas[k + 1]) * (terms[k + 1, 1] - terms[k, 1])
+            # Python's min(log_ratio, 0.0), NaN included.
+            accept = math.exp(0.0 if 0.0 < log_ratio else log_ratio)
+            uniform = swap_uniforms[n_uniforms]
+            n_uniforms += 1
+            if uniform < accept:
+                order[k], order[k + 1] = order[k + 1], order[k]
+            if not math.isnan(accept):  # a NaN counts as not proposed, as in record_swaps
+                swap_accepted[k] += accept
+                swap_proposed[k] += 1.0
+                rejections[k] += 1.0 - accept
+                proposals[k] += 1
+        for k in range((n_rounds_before + r) % 2, K - 1, 2):
+            if order[k] != k:
+                for j in range(d):
+                    replicas[k, j], replicas[k + 1, j] = replicas[k + 1, j], replicas[k, j]
+                for j in range(2):
+                    terms[k, j], terms[k + 1, j] = terms[k + 1, j], terms[k, j]
+        # update_index_process.
+        at_rung = np.empty(K, dtype=np.int64)
+        for m in range(K):
+            at_rung[rung_of[m]] = m
+        for k in range(K):
+            rung_of[at_rung[order[k]]] = k
+        reference, target = at_rung[order[0]], at_rung[order[K - 1]]
+        if last_end[reference] == 1:
+            round_trips += 1
+        last_end[reference], last_end[target] = 0, 1
+    return (
+        OK,
+        n_rounds,
+        terms,
+        swap_accepted,
+        swap_proposed,
+        round_trips,
+        cold,
+        (
+            n_accepted_total,
+            n_hits_total,
+            n_grad_total,
+        ),
+        diverging_any,
+        bad,
+    )
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _transition(
+    density,
+    extras,
+    q0,
+    p0,
+    logp0,
+    grad0,
+    aux0,
+    epsilon,
+    betas,
+    rungs,
+    mass,
+    n_steps,
+    alpha,
+    scale,
+    correct,
+    max_error,
+    rng,
+    fresh,
+    work,
+    velocity,
+    accept_stat,
+    energy,
+    energy_error,
+    n_accepted,
+    n_hits,
+    diverging,
+):
+    """:func:`pymc_sfp.core.dynamics.transition` of the batch (state ``q0, p0, logp0, grad0,
+    aux0``, updated in place), with the counts added. Returns the gradients spent (``-1`` where
+    a call of the model failed)."""
+    S, d = q0.shape
+    # Partial refreshment, p ← α p + (1 − α²)^½ n.
+    _draw_momenta(rng, rungs, mass, fresh)
+    for i in range(S):
+        for j in range(d):
+            p0[i, j] = alpha * p0[i, j] + scale * fresh[i, j]
+    kinetic_start = np.empty(S)
+    energy_start = np.empty(S)
+    for i in range(S):
+        kinetic_start[i] = _kinetic(p0[i], rungs[i], mass, work)
+        energy_start[i] = -logp0[i] + kinetic_start[i]
+    # leapfrog.
+    half = 0.5 * epsilon
+    q = q0.copy()
+    p = np.empty((S, d))
+    for i in range(S):
+        for j in range(d):
+            p[i, j] = p0[i, j] + half[i] * grad0[i, j]
+    logp = logp0.copy()
+    grad = grad0.copy()
+    aux = aux0.copy()
+    failed = np.zeros(S, dtype=np.bool_)
+    stop_logp = np.zeros(S)
+    n_finite = np.full(S, n_steps, dtype=np.int64)
+    last_q = q0.copy()
+    last_p = p0.copy()
+    last_logp = logp0.copy()
+    n_grad = n_steps
+    for step in range(n_steps):
+        prev_q, prev_p, prev_logp, prev_grad = q.copy(), p.copy(), logp.copy(), grad.copy()
+        for i in range(S):
+            _velocity(p[i], rungs[i], mass, velocity)
+            for j in range(d):
+                q[i, j] = q[i, j] + epsilon[i] * velocity[j]
+        if _evaluate(density, extras, q, betas, logp, grad, aux):
+            return -1
+        all_failed = True
+        for i in range(S):
+            finite, finite_grad = _row_finite(logp[i], grad[i])
+            if not failed[i] and not finite:
+                stop_logp[i] = -np.inf if (logp[i] == -np.inf and finite_grad) else np.nan
+                for j in range(d):
+                    last_q[i, j] = prev_q[i, j]
+                    last_p[i, j] = prev_p[i, j] - half[i] * prev_grad[i, j]
+                last_logp[i] = prev_logp[i]
+                n_finite[i] = step
+                failed[i] = True
+            all_failed &= failed[i]
+        if all_failed:
+            n_grad = step + 1
+            break
+        kick = half if step == n_steps - 1 else epsilon
+        for i in range(S):
+            for j in range(d):
+                p[i, j] = p[i, j] + kick[i] * grad[i, j]
+    for i in range(S):
+        if failed[i]:
+            logp[i] = stop_logp[i]
+    # The Metropolis test.
+    energy_end = np.empty(S)
+    finite_end = np.empty(S, dtype=np.bool_)
+    any_finite = False
+    all_finite = True
+    for i in range(S):
+        kinetic_end = _kinetic(p[i], rungs[i], mass, work)
+        energy_end[i] = -logp[i] + kinetic_end
+        energy_error[i] = energy_end[i] - energy_start[i]
+        finite_end[i] = math.isfinite(energy_error[i]) and abs(energy_error[i]) <= max_error
+        accept_stat[i] = math.exp(-max(energy_error[i], 0.0)) if finite_end[i] else 0.0
+        any_finite |= finite_end[i]
+        all_finite &= finite_end[i]
+    accepted = finite_end.copy()
+    if correct and any_finite:
+        for i in range(S):
+            u = rng.uniform()
+            accepted[i] = finite_end[i] and u < accept_stat[i]
+    # Constraint hits: trajectories that stopped at a -inf log-density with no blow-up before.
+    for i in range(S):
+        hit = False
+        if not finite_end[i] and logp[i] == -np.inf:
+            kinetic = _kinetic(last_p[i], rungs[i], mass, work)
+            error = 0.0 if n_finite[i] == 0 else -last_logp[i] + kinetic - energy_start[i]
+            hit = math.isfinite(error) and abs(error) <= max_error
+        n_hits[i] += hit
+        diverging[i] |= not finite_end[i] and not hit
+        n_accepted[i] += accepted[i]
+        energy[i] = energy_end[i] if accepted[i] else energy_start[i]
+    # Exact dynamics reverse the momentum on rejection; uncorrected ones redraw it.
+    redraw = not correct and not all_finite
+    if redraw:
+        _draw_momenta(rng, rungs, mass, fresh)
+    for i in range(S):
+        if accepted[i]:
+            for j in range(d):
+                q0[i, j] = q[i, j]
+                p0[i, j] = p[i, j]
+                grad0[i, j] = grad[i, j]
+            logp0[i] = logp[i]
+            aux0[i, 0], aux0[i, 1] = aux[i, 0], aux[i, 1]
+        else:
+            for j in range(d):
+                p0[i, j] = fresh[i, j] if redraw else -p0[i, j]
+    return n_grad
+
+
+@_jit
+def _prior_draws(prior, rng, n_rounds, size):
+    """``n_rounds`` draws of the prior sampler's machine code ``prior`` (``(rng,) ↦ (draw,
+    rng)``, advancing ``rng`` in place), one row each; ``failed`` where a call raised."""
+    out = np.empty((n_rounds, size))
+    for r in range(n_rounds):
+        x, _ = prior((rng,))
+        if _failed(x):
+            return out, True
+        for j in range(size):
+            out[r, j] = x[j]
+    return out, False
+
+
+def prior_draws(
+    function: Callable, rng: np.random.Generator, n_rounds: int, size: int
+) -> np.ndarray:
+    """``n_rounds`` draws of size ``size`` of the prior sampler's Numba function ``function``
+    (``rng ↦ (draw, rng)``, with its random generator updated in place, as PyTensor compiles a
+    sampler), in one call: the draws that many calls of the sampler would make.
+
+    Raises
+    ------
+    ModelCallError
+        If a call raised.
+    """
+    address = _address(function, (), lambda: (_copied_generator(rng),))
+    out, failed = _prior_draws(address, rng, int(n_rounds), int(size))
+    if failed:
+        raise ModelCallError(None)
+    return out
+
+
+def _copied_generator(rng: np.random.Generator) -> np.random.Generator:
+    return copy.deepcopy(rng)
+
+
+# -- the Python side ----------------------------------------------------------------------------
+
+#: Per density address, the kernel's entry point (:func:`_kernel_entry`).
+_ENTRY_POINTS: dict[object, Callable] = {}
+_MOST_ENTRIES = 64
+
+
+def _kernel_entry(arguments: tuple) -> Callable:
+    """The entry point of :func:`ladder_kernel`'s machine code for ``arguments``: compiled, or
+    loaded from Numba's disk cache, once per argument types. Every argument's type but the
+    density's address and its extras is fixed by :func:`compiled_rounds`, and the address
+    stands for the extras' types, so it is the key."""
+    key = arguments[0]
+    entry = _ENTRY_POINTS.get(key)
+    if entry is None:
+        signature = tuple(numba.typeof(v) for v in arguments)
+        if signature not in ladder_kernel.overloads:
+            ladder_kernel.compile(signature)
+        entry = _ENTRY_POINTS[key] = ladder_kernel.overloads[signature].entry_point
+        if len(_ENTRY_POINTS) > _MOST_ENTRIES:
+            del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
+    return entry
+
+
+class LadderError(RuntimeError):
+    """A round's values were not finite (:data:`START_NOT_FINITE`, :data:`TERMS_NOT_FINITE`):
+    ``status``, ``round``, ``terms`` of the round and ``bad`` rows of the batch. The caller
+    raises its own error from these."""
+
+    def __init__(self, status: int, round: int, terms: np.ndarray, bad: np.ndarray):
+        super().__init__(f"ladder kernel status {status} in round {round}")
+        self.status, self.round, self.terms, self.bad = status, round, terms, bad
+
+
+def compiled_rounds(
+    density: Callable,
+    extras: tuple,
+    replicas: np.ndarray,
+    betas: np.ndarray,
+    prior_states: np.ndarray | None,
+    prior_terms: np.ndarray | None,
+    noise: np.ndarray,
+    divergences: np.ndarray,
+    mass: LadderMass,
+    step_size: np.ndarray,
+    settings: LadderSettings,
+    n_rounds_before: int,
+    n_rounds: int,
+    rejections: np.ndarray,
+    proposals: np.ndarray,
+    rung_of: np.ndarray,
+    last_end: np.ndarray,
+    round_trips: int,
+    ladder_rng: np.random.Generator,
+    swap_rng: np.random.Generator,
+) -> LadderKernelResult:
+    """``n_rounds`` rounds in one call of :func:`ladder_kernel`.
+
+    ``density`` is the batched tempered density's Numba function (``(X, β, *extras)``);
+    ``prior_states`` (``(n_rounds, d)``) and ``prior_terms`` (``(n_rounds, 2)``) the prior
+    rung's draw of each round, ``None`` where rung 0 is explored as the others are. The arrays
+    given are not changed; the generators advance as the reference rounds advance them.
+
+    Raises
+    ------
+    ModelCallError
+        If a call of the model raised (Numba printed its exception).
+    LadderError
+        If a rung's values were not finite (see there).
+    """
+    replicas = np.array(replicas, dtype=np.float64, order="C")
+    K, d = replicas.shape
+    first_rung = 0 if prior_states is None else 1
+    if prior_states is None:
+        prior_states, prior_terms = np.empty((n_rounds, d)), np.empty((n_rounds, 2))
+    noise = np.array(noise, dtype=np.float64, order="C")
+    divergences = np.array(divergences, dtype=np.int64)
+    rejections = np.array(rejections, dtype=np.float64)
+    proposals = np.array(proposals, dtype=np.int64)
+    rung_of = np.array(rung_of, dtype=np.int64)
+    last_end = np.array(last_end, dtype=np.int64)
+    row_betas = np.ascontiguousarray(betas[first_rung:], dtype=np.float64)
+    # One uniform per proposed pair, whatever happens: drawn here, in the same order.
+    n_pairs = sum(len(range((n_rounds_before + r) % 2, K - 1, 2)) for r in range(n_rounds))
+    swap_uniforms = swap_rng.uniform(size=n_pairs)
+    address = _address(density, extras, lambda: (replicas[first_rung:].copy(), row_betas))
+    arguments = (
+        address,
+        tuple(extras),
+        replicas,
+        np.ascontiguousarray(betas, dtype=np.float64),
+        first_rung,
+        np.ascontiguousarray(prior_states, dtype=np.float64),
+        np.ascontiguousarray(prior_terms, dtype=np.float64),
+        noise,
+        divergences,
+        (
+            bool(mass.dense),
+            np.ascontiguousarray(mass.inverse, dtype=np.float64),
+            np.ascontiguousarray(mass.colour, dtype=np.float64),
+            np.ascontiguousarray(mass.inverse_matrix, dtype=np.float64),
+            np.ascontiguousarray(mass.colour_matrix, dtype=np.float64),
+            np.ascontiguousarray(mass.whiten_matrix, dtype=np.float64),
+        ),
+        np.ascontiguousarray(step_size, dtype=np.float64),
+        (
+            int(settings.n_steps),
+            float(settings.alpha),
+            bool(settings.correct),
+            float(settings.max_energy_error),
+            int(settings.thin),
+            float(settings.jitter),
+        ),
+        int(n_rounds_before),
+        int(n_rounds),
+        rejections,
+        proposals,
+        rung_of,
+        last_end,
+        int(round_trips),
+        ladder_rng,
+        swap_uniforms,
+    )
+    kernel = _kernel_entry(arguments)
+    status, at_round, terms, accepted, proposed, trips, cold, counts, diverging, bad = kernel(
+        *arguments
+    )
+    if status == MODEL_FAILED:
+        raise ModelCallError(None)
+    if status != OK:
+        raise LadderError(int(status), int(at_round), terms, bad)
+    return LadderKernelResult(
+        replicas,
+        terms,
+        noise,
+        divergences,
+        accepted,
+        proposed,
+        rejections,
+        proposals,
+        rung_of,
+        last_end,
+        int(trips),
+        (float(cold[0]), bool(cold[1]), float(cold[2]), float(cold[3])),
+        (int(counts[0]), int(counts[1]), int(counts[2])),
+        diverging,
+    )

@@ -1,0 +1,122 @@
+"""The compiled rounds of ParallelTempering (pymc_sfp.core.compiled_tempering) against the
+NumPy rounds, their specification: the same draws and stats from the same seed."""
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+import pymc_sfp
+from pymc_sfp.core.compiled_tempering import _pairwise_sum
+from pymc_sfp.datasets import multimodal_targets
+
+
+def _run(model, compiled, tune=60, draws=40, **kwargs):
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        step = pymc_sfp.ParallelTempering(compiled=compiled, **kwargs)
+        step.setup_chain(np.random.default_rng(7), tune, draws)
+        point = model.initial_point()
+        out = []
+        for i in range(tune + draws):
+            if i == tune:
+                step.stop_tuning()
+            point, stats = step.step(point)
+            out.append((point, stats[0]))
+    return step, out
+
+
+def _assert_same(reference, compiled):
+    for (point_a, stats_a), (point_b, stats_b) in zip(reference, compiled, strict=True):
+        for name in point_a:
+            np.testing.assert_array_equal(point_a[name], point_b[name])
+        assert stats_a.keys() == stats_b.keys()
+        for name, value in stats_a.items():
+            assert type(value) is type(stats_b[name]), name
+            # Up to the last bits of exp (NumPy's and the C library's may round differently).
+            np.testing.assert_allclose(
+                np.asarray(value, dtype=float),
+                np.asarray(stats_b[name], dtype=float),
+                rtol=1e-12,
+                atol=1e-300,
+                err_msg=name,
+            )
+
+
+@pytest.mark.parametrize(
+    ("name", "rounds_per_draw", "explorer_kwargs"),
+    [
+        ("mixture-2d", 3, None),
+        ("mixture-10d", 1, None),
+        ("mixture-2d", 2, {"n_leapfrog": 3, "thin": 2, "correct": False}),
+        ("mixture-2d", 2, {"step_size_jitter": 0.0, "alpha": 0.0}),
+    ],
+)
+def test_compiled_rounds_make_the_numpy_draws(name, rounds_per_draw, explorer_kwargs):
+    model = multimodal_targets()[name].model()
+    kwargs = {"rounds_per_draw": rounds_per_draw}
+    if explorer_kwargs is not None:
+        kwargs["explorer"] = pymc_sfp.StochasticDynamics
+        kwargs["explorer_kwargs"] = explorer_kwargs
+    step_ref, reference = _run(model, False, **kwargs)
+    step, compiled = _run(model, None, **kwargs)
+    assert step_ref.fallback_reason == "compiled=False"
+    assert step.fallback_reason is None
+    _assert_same(reference, compiled)
+    assert step.n_rounds == step_ref.n_rounds
+    assert step.index_process.round_trips == step_ref.index_process.round_trips
+
+
+def _walled_model():
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 3.0, shape=2)
+        pm.Normal("y", x.sum(), 1.0, observed=1.0)
+        # A hard constraint of the likelihood with a finite gradient: constraint hits.
+        pm.Potential("wall", pt.switch(x[0] > 1.5, -np.inf, 0.0))
+    return model
+
+
+def test_compiled_rounds_with_divergences_and_a_hard_constraint():
+    model = _walled_model()
+    kwargs = {
+        "n_chains": 4,
+        "adapt_schedule": False,
+        "rounds_per_draw": 2,
+        "explorer": pymc_sfp.StochasticDynamics,
+        # A step size far too large for the posterior: divergences as well as wall hits.
+        "explorer_kwargs": {"step_size": 2.5, "adapt_step_size": False, "n_leapfrog": 4},
+    }
+    _, reference = _run(model, False, tune=10, draws=80, **kwargs)
+    step, compiled = _run(model, None, tune=10, draws=80, **kwargs)
+    assert step.fallback_reason is None
+    _assert_same(reference, compiled)
+    after = [stats for _, stats in compiled[10:]]
+    assert sum(s["n_constraint_hits"] for s in after) > 0
+    assert any(np.any(s["replica_diverging"] == True) for s in after)  # noqa: E712
+
+
+def test_compiled_rounds_without_prior_draws():
+    # Every rung explored, the hottest too (the ladder of ReplicaExchangeDynamics).
+    model = multimodal_targets()["mixture-2d"].model()
+    kwargs = {"betas": [0.05, 0.3, 1.0], "prior_draws": False, "rounds_per_draw": 2}
+    _, reference = _run(model, False, **kwargs)
+    step, compiled = _run(model, None, **kwargs)
+    assert step.fallback_reason is None and step._prior_sampler is None
+    _assert_same(reference, compiled)
+
+
+def test_compiled_needs_the_ladder():
+    model = multimodal_targets()["mixture-2d"].model()
+    with model:
+        step = pymc_sfp.ParallelTempering(vectorized=False)
+        assert step.fallback_reason is not None
+        with pytest.raises(ValueError, match="compiled=True"):
+            pymc_sfp.ParallelTempering(vectorized=False, compiled=True)
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 8, 10, 17, 128, 129, 300, 5000])
+def test_pairwise_sum_is_numpys(size):
+    values = np.random.default_rng(size).standard_normal(size) * 1e3
+    assert _pairwise_sum(values) == np.add.reduce(values)
