@@ -2,8 +2,9 @@
 on multimodal targets with exact mode weights and evidence (``pymc_sfp.datasets.targets``).
 
 ``targets``: on every target of ``multimodal_targets()``, ``ParallelTempering`` (default
-explorer, vectorised over the rungs with one and with ``pt_rounds`` rounds per draw, and rung by
-rung, and ``SFPStep`` as the explorer on the boxed targets of dimension ≤ 5), ``pm.sample_smc``
+explorer, vectorised over the rungs: its defaults, compiled rounds and 10 rounds per draw, then
+one round per draw, then the NumPy rounds of ``pt_rounds`` rounds per draw; rung by rung; and
+``SFPStep`` as the explorer on the boxed targets of dimension ≤ 5), ``pm.sample_smc``
 with its default (IMH) and MH kernels, and NUTS, all with the same chains / cores / seed. MCMC
 chain ``c`` starts at the centre of mode ``c mod K`` (dispersed starts; NUTS with
 ``init="adapt_diag"`` so that the starts are not jittered). Reported: the worst per-chain
@@ -108,7 +109,7 @@ class TargetRun:
 def samplers_for(target: Target, s: Settings) -> list[str]:
     """The samplers run on ``target``: SFPStep as explorer only on boxed targets of dimension
     at most ``s.sfp_max_dim``, where its box is the prior's support."""
-    names = ["PT", f"PT ({s.pt_rounds} rounds per draw)", "PT (rung by rung)"]
+    names = ["PT", "PT (1 round per draw)", "PT (NumPy rounds)", "PT (rung by rung)"]
     if target.prior == "uniform" and target.dim <= s.sfp_max_dim:
         names.append("PT (SFPStep explorer)")
     return [*names, "SMC (IMH)", "SMC (MH)", "NUTS"]
@@ -122,8 +123,11 @@ def sample_target(name: str, target: Target, s: Settings) -> tuple[Any, float]:
         began = time.perf_counter()
         if name == "PT":
             idata = pm.sample(step=ParallelTempering(**s.pt_kwargs), **mcmc)
-        elif name == f"PT ({s.pt_rounds} rounds per draw)":
-            step = ParallelTempering(rounds_per_draw=s.pt_rounds, **s.pt_kwargs)
+        elif name == "PT (1 round per draw)":
+            step = ParallelTempering(rounds_per_draw=1, **s.pt_kwargs)
+            idata = pm.sample(step=step, **mcmc)
+        elif name == "PT (NumPy rounds)":
+            step = ParallelTempering(compiled=False, rounds_per_draw=s.pt_rounds, **s.pt_kwargs)
             idata = pm.sample(step=step, **mcmc)
         elif name == "PT (rung by rung)":
             step = ParallelTempering(vectorized=False, **s.pt_kwargs)
@@ -246,11 +250,13 @@ def bench_targets(s: Settings) -> Section:
         "c mod K (NUTS with `init='adapt_diag'`, so without jitter); SMC "
         f"`pm.sample_smc(draws={s.smc_draws})` per chain. PT: "
         f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`, "
-        f"all rungs moved by one vectorised computation); PT ({s.pt_rounds} rounds per draw): "
-        f"the same with `rounds_per_draw={s.pt_rounds}`, {s.pt_rounds} explore-and-swap rounds "
-        "per recorded draw, so that more round trips carry fresh prior draws to the posterior "
-        "between draws, at that many times the cost; PT (rung by rung): the same as PT with "
-        "`vectorized=False`, each rung's explorer called in turn; PT "
+        "all rungs moved by one vectorised computation; after tuning the rounds of a draw run as "
+        "one call of machine code, 10 explore-and-swap rounds per draw by default); PT (1 "
+        "round per draw): the same with `rounds_per_draw=1`; PT (NumPy rounds): the same with "
+        f"`compiled=False, rounds_per_draw={s.pt_rounds}`, the rounds after tuning in NumPy "
+        "(the same chains as PT when `pt_rounds` is 10, so the same errors, at their cost); PT "
+        "(rung by rung): the same as PT with `vectorized=False`, each rung's explorer called in "
+        "turn (the rounds are then not compiled, and a draw is one round by default); PT "
         f"(SFPStep explorer): `explorer=SFPStep, explorer_kwargs={{'L': {s.sfp_L}}}` on the "
         f"boxed targets of dimension ≤ {s.sfp_max_dim}. The targets are "
         "`pymc_sfp.datasets.multimodal_targets()`: a proper prior on `x` and a normalised "

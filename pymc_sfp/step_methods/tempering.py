@@ -88,6 +88,9 @@ _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
 #: Tuning draws of the first adaptation round; rounds then double in length (Pigeons.jl).
 FIRST_ROUND = 16
 
+#: Rounds per draw after tuning by default where the rounds are compiled.
+COMPILED_ROUNDS_PER_DRAW = 10
+
 
 class RoundTripWarning(UserWarning):
     """Too few round trips between prior and posterior to trust the weights of separated modes."""
@@ -102,7 +105,8 @@ class ParallelTempering(ArrayStepShared):
     be forward-sampled (as ``pm.sample_smc`` draws its first population). Then neighbours propose
     to exchange states, even pairs and odd pairs alternately (the non-reversible DEO scheme,
     Sec. 3), so that a fresh prior draw travels up the ladder without a random walk. A draw is
-    ``rounds_per_draw`` rounds, and records the state of the replica at ``β = 1``.
+    ``rounds_per_draw`` rounds (a tuning draw is one), and records the state of the replica at
+    ``β = 1``.
 
     During tuning, the schedule is adapted at the end of rounds of doubling length (16, 32, 64, …
     draws, until half of the tuning draws): the rejection rates of the round estimate the
@@ -132,14 +136,16 @@ class ParallelTempering(ArrayStepShared):
         strictly increasing to 1, from 0 (the prior). With ``prior_draws=False`` it may start at
         a hottest ``β_0 > 0`` (explored like the other rungs, and kept there by the adaptation);
         the prior may then be improper, and there is no stepping-stone evidence.
-    rounds_per_draw : int, default 1
-        Explore-and-swap rounds per recorded draw (``>= 1``). More rounds carry more fresh
-        states from the prior to the posterior between draws, so the mode weights of separated
-        modes decorrelate faster per draw, at that many times the cost of a draw; like thinning,
-        but every round's swaps count for the adaptation and the barrier. When mode weights
-        matter, about 10 is a good setting: in the tempering benchmark it got every chain's
-        weights right on all nine targets, at a higher mode ESS per second than one round per
-        draw on eight of them (see the tempering guide).
+    rounds_per_draw : int, optional
+        Explore-and-swap rounds per draw after tuning (``>= 1``; a tuning draw is always one
+        round). More rounds carry more fresh states from the prior to the posterior between
+        draws, so the mode weights of separated modes decorrelate faster per draw, at that many
+        times the cost of the rounds; like thinning, but every round's swaps count for the
+        barrier. Default: 10 where the rounds are compiled
+        (``compiled``, below), where a round costs less than PyMC's handling of a draw; 1
+        otherwise, where each round costs ``K`` explorer steps from Python. With 10 the
+        tempering benchmark got every chain's weights right on all nine targets (see the
+        tempering guide); raise it further when a rare mode's weight matters.
     adapt_schedule : bool, default True
         Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
     adapt_n_chains : bool, default True
@@ -242,7 +248,7 @@ class ParallelTempering(ArrayStepShared):
         explorer_kwargs: Mapping[str, Any] | None = None,
         n_chains: int | None = None,
         betas: Sequence[float] | None = None,
-        rounds_per_draw: int = 1,
+        rounds_per_draw: int | None = None,
         adapt_schedule: bool = True,
         adapt_n_chains: bool = True,
         min_chains: int = 4,
@@ -288,7 +294,8 @@ class ParallelTempering(ArrayStepShared):
                 "explorer_kwargs must be a dict of the explorer's arguments, got "
                 f"{explorer_kwargs!r}"
             )
-        self.rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
+        if rounds_per_draw is not None:
+            rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
         if len(schedule) > max_chains:
             raise ValueError(
                 f"the starting schedule has {len(schedule)} rungs, more than max_chains="
@@ -386,6 +393,9 @@ class ParallelTempering(ArrayStepShared):
             raise ValueError(
                 f"compiled=True, but the rounds cannot be compiled: {self.fallback_reason}"
             )
+        if rounds_per_draw is None:
+            rounds_per_draw = COMPILED_ROUNDS_PER_DRAW if self.fallback_reason is None else 1
+        self.rounds_per_draw = rounds_per_draw
 
         self.initial_betas = schedule
         self.adapt_schedule = check_bool(adapt_schedule, "adapt_schedule")
@@ -504,7 +514,9 @@ class ParallelTempering(ArrayStepShared):
             terms, accepted, proposed = rounds
         else:
             accepted, proposed = np.zeros(n_chains - 1), np.zeros(n_chains - 1)
-            for _ in range(self.rounds_per_draw):
+            # A tuning draw is one round: the adaptation works round by round, and the NumPy
+            # rounds of tuning would otherwise cost more than the compiled ones after it.
+            for _ in range(1 if self.tune else self.rounds_per_draw):
                 terms, swap_accept = self._round(info, collected)
                 swapped = ~np.isnan(swap_accept)
                 np.add(accepted, swap_accept, out=accepted, where=swapped)
