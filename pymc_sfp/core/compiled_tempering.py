@@ -653,7 +653,8 @@ def prior_draws(
         If a call raised.
     """
     address = _address(function, (), lambda: (_copied_generator(rng),))
-    out, failed = _prior_draws(address, rng, int(n_rounds), int(size))
+    arguments = (address, rng, int(n_rounds), int(size))
+    out, failed = _entry_point(_prior_draws, arguments)(*arguments)
     if failed:
         raise ModelCallError(None)
     return out
@@ -665,23 +666,24 @@ def _copied_generator(rng: np.random.Generator) -> np.random.Generator:
 
 # -- the Python side ----------------------------------------------------------------------------
 
-#: Per density address, the kernel's entry point (:func:`_kernel_entry`).
+#: Per kernel and function address, the kernel's entry point (:func:`_entry_point`).
 _ENTRY_POINTS: dict[object, Callable] = {}
 _MOST_ENTRIES = 64
 
 
-def _kernel_entry(arguments: tuple) -> Callable:
-    """The entry point of :func:`ladder_kernel`'s machine code for ``arguments``: compiled, or
-    loaded from Numba's disk cache, once per argument types. Every argument's type but the
-    density's address and its extras is fixed by :func:`compiled_rounds`, and the address
-    stands for the extras' types, so it is the key."""
-    key = arguments[0]
+def _entry_point(kernel: Callable, arguments: tuple) -> Callable:
+    """The entry point of ``kernel``'s machine code for ``arguments``: compiled, or loaded from
+    Numba's disk cache, once per argument types; called directly, it skips the dispatcher's
+    typing of every argument at every call (for a function's address alone, about 70 µs). Every
+    argument's type but the first, a function's address, is fixed by the callers here, and the
+    address stands for the types of the extras it was built for, so it is the key."""
+    key = (kernel, arguments[0])
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
         signature = tuple(numba.typeof(v) for v in arguments)
-        if signature not in ladder_kernel.overloads:
-            ladder_kernel.compile(signature)
-        entry = _ENTRY_POINTS[key] = ladder_kernel.overloads[signature].entry_point
+        if signature not in kernel.overloads:
+            kernel.compile(signature)
+        entry = _ENTRY_POINTS[key] = kernel.overloads[signature].entry_point
         if len(_ENTRY_POINTS) > _MOST_ENTRIES:
             del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
     return entry
@@ -786,7 +788,7 @@ def compiled_rounds(
         ladder_rng,
         swap_uniforms,
     )
-    kernel = _kernel_entry(arguments)
+    kernel = _entry_point(ladder_kernel, arguments)
     status, at_round, terms, accepted, proposed, trips, cold, counts, diverging, bad = kernel(
         *arguments
     )

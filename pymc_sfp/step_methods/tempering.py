@@ -331,7 +331,6 @@ class ParallelTempering(ArrayStepShared):
                 f"{type(self).__name__} does not support pm.Minibatch data: the swaps compare "
                 "log-likelihoods, which must be of the full data"
             )
-        self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
 
         # One explorer for every rung, on the tempered view of the model: β is shared, float64
         # whatever floatX, so the explorer (any PyMC step) compiles a float64 density.
@@ -385,9 +384,13 @@ class ParallelTempering(ArrayStepShared):
             )
         if isinstance(self._explorer, _DeferredDynamics):
             self._explorer.compile_density(needed=not vectorized)
-        self._tempered_density = (
-            compile_batched_tempered_density(graph, compile_kwargs) if vectorized else None
-        )
+        # The ladder reads every rung's prior and likelihood from its tempered density; rung by
+        # rung they are evaluated apart from the explorer's step.
+        self._tempered_density = self._log_likelihood = None
+        if vectorized:
+            self._tempered_density = compile_batched_tempered_density(graph, compile_kwargs)
+        else:
+            self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
         self.fallback_reason = self._compiled_rounds_unavailable(compiled, graph.start)
         if compiled and self.fallback_reason is not None:
             raise ValueError(
@@ -632,7 +635,7 @@ class ParallelTempering(ArrayStepShared):
             prior_states = self._prior_states(n_rounds)
             if prior_states is None:
                 return None
-            prior_terms = np.array([self._log_likelihood(x) for x in prior_states])
+            prior_terms = self._prior_terms(prior_states)
         jit_fn, cells = self._tempered_density.machine_code()
         mass, settings = ladder.kernel_inputs()
         index, record = self.index_process, self.swap_record
@@ -676,6 +679,13 @@ class ParallelTempering(ArrayStepShared):
         cold, counts = ladder.compiled_stats(result)
         collected.add_compiled(cold, counts, result.diverging)
         return result.terms, result.swap_accepted, result.swap_proposed
+
+    def _prior_terms(self, states: np.ndarray) -> np.ndarray:
+        """The prior and log-likelihood of the prior rung's ``states`` (rows) in one call of the
+        ladder's tempered density (whose terms do not depend on ``β``): its rows are computed
+        alike, so the compiled rounds, which pass a draw's prior states together, and the NumPy
+        rounds, one at a time, get the same numbers."""
+        return np.array(self._tempered_density(states, np.zeros(len(states)))[2])
 
     def _prior_states(self, n_rounds: int) -> np.ndarray | None:
         """The prior rung's draws of ``n_rounds`` rounds, as many calls of the prior sampler
@@ -734,7 +744,7 @@ class ParallelTempering(ArrayStepShared):
         rungs = np.arange(len(self.betas))
         if self._prior_sampler is not None:
             self.replicas[0] = self._prior_sampler[0]()
-            terms[0] = self._log_likelihood(np.ascontiguousarray(self.replicas[0]))
+            terms[0] = self._prior_terms(self.replicas[:1])[0]
             rungs = rungs[1:]
         betas = self.betas[rungs]
 
