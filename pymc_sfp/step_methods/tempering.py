@@ -194,9 +194,9 @@ class ParallelTempering(ArrayStepShared):
     so the weights of modes the explorers cannot cross between are estimated from roughly that
     many independent visits: with 10 round trips a mode weight of 0.3 is uncertain by about
     ±0.15. Their rate, counted over the ladder's replicas together, is at most ``1 / (2 + 2Λ)``
-    per round (Theorem 1; one round per draw by default): a barrier ``Λ`` of 5 costs at least 12
-    rounds per round trip, whatever ``K``. The warnings and the ``round_trips`` stat count them
-    per PyMC chain.
+    per round (Theorem 1; a draw is ``rounds_per_draw`` rounds): a barrier ``Λ`` of 5 costs at
+    least 12 rounds per round trip, whatever ``K``. The warnings and the ``round_trips`` stat
+    count them per PyMC chain.
 
     *Evidence.* Each chain's stepping-stone estimate of ``log p(y)`` and its standard error are
     the stats ``log_evidence`` and ``log_evidence_se`` of its last draw (NaN in the other draws,
