@@ -684,7 +684,7 @@ def _copied(values: tuple) -> tuple:
 #: (as from the kernel's entry points).
 _ADDRESSES: dict[tuple, FunctionAddress] = {}
 _MOST_ADDRESSES = 64
-#: Per pair of addresses (:func:`_kernel_entry`), the kernel's entry point.
+#: Per kernel and its functions' addresses (:func:`_entry_point`), the kernel's entry point.
 _ENTRY_POINTS: dict[tuple, Callable] = {}
 
 
@@ -702,20 +702,23 @@ def _address(function: Callable, extras: tuple, leading: Callable[[], tuple]) ->
     return address
 
 
-def _kernel_entry(arguments: tuple) -> Callable:
-    """The entry point of :func:`sweep_kernel`'s machine code for ``arguments``: compiled, or
+def _entry_point(kernel: Callable, key: tuple, arguments: tuple) -> Callable:
+    """The entry point of the jitted ``kernel``'s machine code for ``arguments``: compiled, or
     loaded from Numba's disk cache, once per argument types; called directly, it skips the
-    dispatcher's typing of every argument at every sweep.
+    dispatcher's typing of every argument at every call (for a function's address alone, tens
+    of µs).
 
-    :func:`compiled_sweep` fixes the types of every argument but the two addresses, and an
-    address stands for the types of the extras it was built for, so those two are the key."""
-    key = (arguments[0], arguments[2])
+    ``key`` stands for the argument types: the callers fix every type but those of function
+    addresses, and an address stands for the types of the extras it was built for, so the
+    addresses are the key (:func:`compiled_sweep`: the two of the model; the tempering kernels:
+    the density's or the prior sampler's)."""
+    key = (kernel, *key)
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
         signature = tuple(numba.typeof(v) for v in arguments)
-        if signature not in sweep_kernel.overloads:
-            sweep_kernel.compile(signature)
-        entry = _ENTRY_POINTS[key] = sweep_kernel.overloads[signature].entry_point
+        if signature not in kernel.overloads:
+            kernel.compile(signature)
+        entry = _ENTRY_POINTS[key] = kernel.overloads[signature].entry_point
         if len(_ENTRY_POINTS) > _MOST_ADDRESSES:
             del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
     return entry
@@ -786,7 +789,7 @@ def compiled_sweep(
         np.ascontiguousarray(uniforms, dtype=np.float64),
         _constants(),
     )
-    kernel = _kernel_entry(arguments)
+    kernel = _entry_point(sweep_kernel, (arguments[0], arguments[2]), arguments)
     failed, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = kernel(*arguments)
     if failed >= 0:
         raise ModelCallError(int(failed) if failed < n else None)

@@ -41,7 +41,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from pymc_sfp.core.compiled_sweep import ModelCallError, _address, _failed
+from pymc_sfp.core.compiled_sweep import ModelCallError, _address, _entry_point, _failed
 
 __all__ = [
     "LadderKernelResult",
@@ -654,7 +654,7 @@ def prior_draws(
     """
     address = _address(function, (), lambda: (_copied_generator(rng),))
     arguments = (address, rng, int(n_rounds), int(size))
-    out, failed = _entry_point(_prior_draws, arguments)(*arguments)
+    out, failed = _entry_point(_prior_draws, (address,), arguments)(*arguments)
     if failed:
         raise ModelCallError(None)
     return out
@@ -665,28 +665,6 @@ def _copied_generator(rng: np.random.Generator) -> np.random.Generator:
 
 
 # -- the Python side ----------------------------------------------------------------------------
-
-#: Per kernel and function address, the kernel's entry point (:func:`_entry_point`).
-_ENTRY_POINTS: dict[object, Callable] = {}
-_MOST_ENTRIES = 64
-
-
-def _entry_point(kernel: Callable, arguments: tuple) -> Callable:
-    """The entry point of ``kernel``'s machine code for ``arguments``: compiled, or loaded from
-    Numba's disk cache, once per argument types; called directly, it skips the dispatcher's
-    typing of every argument at every call (for a function's address alone, about 70 µs). Every
-    argument's type but the first, a function's address, is fixed by the callers here, and the
-    address stands for the types of the extras it was built for, so it is the key."""
-    key = (kernel, arguments[0])
-    entry = _ENTRY_POINTS.get(key)
-    if entry is None:
-        signature = tuple(numba.typeof(v) for v in arguments)
-        if signature not in kernel.overloads:
-            kernel.compile(signature)
-        entry = _ENTRY_POINTS[key] = kernel.overloads[signature].entry_point
-        if len(_ENTRY_POINTS) > _MOST_ENTRIES:
-            del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
-    return entry
 
 
 class LadderError(RuntimeError):
@@ -788,7 +766,7 @@ def compiled_rounds(
         ladder_rng,
         swap_uniforms,
     )
-    kernel = _entry_point(ladder_kernel, arguments)
+    kernel = _entry_point(ladder_kernel, (arguments[0],), arguments)
     status, at_round, terms, accepted, proposed, trips, cold, counts, diverging, bad = kernel(
         *arguments
     )
