@@ -37,7 +37,7 @@ class Settings:
     tune: int = 1000
     smc_draws: int = 2000
     pt_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    pt_rounds: int = 10
+    pt_rounds: int | str = "auto"
     sfp_L: int = 30
     sfp_max_dim: int = 5
 

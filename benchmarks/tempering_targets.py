@@ -2,8 +2,9 @@
 on multimodal targets with exact mode weights and evidence (``pymc_sfp.datasets.targets``).
 
 ``targets``: on every target of ``multimodal_targets()``, ``ParallelTempering`` (default
-explorer, vectorised over the rungs: its defaults, compiled rounds and 10 rounds per draw, then
-one round per draw, then the NumPy rounds of ``pt_rounds`` rounds per draw; rung by rung; and
+explorer, vectorised over the rungs: its defaults, compiled rounds and automatic rounds per
+draw, then one round per draw, then the NumPy rounds with ``rounds_per_draw=pt_rounds``
+(``"auto"``, as the defaults); rung by rung; and
 ``SFPStep`` as the explorer on the boxed targets of dimension ≤ 5), ``pm.sample_smc``
 with its default (IMH) and MH kernels, and NUTS, all with the same chains / cores / seed. MCMC
 chain ``c`` starts at the centre of mode ``c mod K`` (dispersed starts; NUTS with
@@ -174,9 +175,11 @@ def measure_target(name: str, target: Target, s: Settings) -> TargetRun:
         n_chains = sample_stats["n_chains"].values[:, -1]
         barrier = sample_stats["barrier"].values[:, -1]
         trips = sample_stats["round_trips"].values[:, -1]
+        rounds = sample_stats["rounds_per_draw"].values[:, -1]
         run.tempering = (
             f"K {'/'.join(str(k) for k in n_chains)}, Λ {np.mean(barrier):.1f}, "
-            f"trips {'/'.join(str(t) for t in trips)}"
+            f"trips {'/'.join(str(t) for t in trips)}, "
+            f"rounds {'/'.join(str(r) for r in rounds)}"
         )
         run.note = f"log Z ± {evidence.standard_error:.2g}"
     elif name.startswith("SMC"):
@@ -251,10 +254,12 @@ def bench_targets(s: Settings) -> Section:
         f"`pm.sample_smc(draws={s.smc_draws})` per chain. PT: "
         f"`ParallelTempering({_call_arguments(s.pt_kwargs)})` (explorer `StochasticDynamics`, "
         "all rungs moved by one vectorised computation; after tuning the rounds of a draw run as "
-        "one call of machine code, 10 explore-and-swap rounds per draw by default); PT (1 "
-        "round per draw): the same with `rounds_per_draw=1`; PT (NumPy rounds): the same with "
-        f"`compiled=False, rounds_per_draw={s.pt_rounds}`, the rounds after tuning in NumPy "
-        "(the same chains as PT when `pt_rounds` is 10, so the same errors, at their cost); PT "
+        "one call of machine code, with 2 leapfrog steps per round and, by default, as many "
+        "explore-and-swap rounds per draw as five round trips take at the tuned swap rates "
+        "(Theorem 1), within 10–100); PT (1 round per draw): the same with "
+        "`rounds_per_draw=1`; PT (NumPy rounds): the same with `compiled=False, "
+        f"rounds_per_draw={s.pt_rounds!r}`, the rounds after tuning in NumPy (the same chains "
+        "as PT when `pt_rounds` is 'auto', so the same errors, at their cost); PT "
         "(rung by rung): the same as PT with `vectorized=False`, each rung's explorer called in "
         "turn (the rounds are then not compiled, and a draw is one round by default); PT "
         f"(SFPStep explorer): `explorer=SFPStep, explorer_kwargs={{'L': {s.sfp_L}}}` on the "
@@ -274,7 +279,8 @@ def bench_targets(s: Settings) -> Section:
         "indicator of the heaviest mode, all chains (a chain stuck in a mode makes it small "
         "or undefined); **min ESS/s**: smallest bulk ESS over the coordinates per wall "
         "second; **wall s**: step construction + sampling, compilation included. PT column: "
-        "final replicas K per chain, mean barrier Λ, round trips after tuning per chain.",
+        "final replicas K per chain, mean barrier Λ, round trips after tuning per chain, "
+        "rounds per draw after tuning per chain.",
         "",
         md_table(
             [

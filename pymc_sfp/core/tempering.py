@@ -22,7 +22,8 @@ The pieces, each a pure function or a ``NamedTuple``:
 * :class:`SwapRecord` and :func:`record_swaps`: the rejection rate of each pair;
 * :func:`communication_barrier`: the cumulative barrier ``Λ(β)`` and the global barrier ``Λ``
   (Eq. 17–18, Sec. 4), with :func:`optimal_schedule` (Sec. 5.1, Eq. 30) and
-  :func:`recommended_n_chains`;
+  :func:`recommended_n_chains`, :func:`rounds_per_round_trip` (Theorem 1) and
+  :func:`recommended_rounds_per_draw`;
 * :func:`stepping_stone`: the log evidence from the replicas' log-likelihoods, with a standard
   error that accounts for autocorrelation (batch means) and for the correlation between rungs.
 
@@ -49,7 +50,9 @@ __all__ = [
     "init_swap_record",
     "optimal_schedule",
     "recommended_n_chains",
+    "recommended_rounds_per_draw",
     "record_swaps",
+    "rounds_per_round_trip",
     "stepping_stone",
     "uniform_schedule",
     "update_index_process",
@@ -249,6 +252,26 @@ def recommended_n_chains(barrier_total: float, min_chains: int, max_chains: int)
     and more chains buy little.
     """
     return int(np.clip(int(np.ceil(2.0 * barrier_total)) + 1, min_chains, max_chains))
+
+
+def rounds_per_round_trip(rejection_rates: np.ndarray) -> float:
+    """The fewest rounds per round trip at these swap rejection rates, ``2 + 2 Σ r_k / (1 − r_k)``:
+    the inverse of DEO's round-trip rate under efficient local exploration (Theorem 1), counted
+    over the ladder's replicas together (one round is one set of swaps). Explorers that do not
+    decorrelate a replica within a round make fewer round trips than this predicts."""
+    rates = np.asarray(rejection_rates, dtype=np.float64)
+    return float(2.0 + 2.0 * np.sum(rates / np.maximum(1.0 - rates, 1e-12)))
+
+
+def recommended_rounds_per_draw(
+    rejection_rates: np.ndarray, per_round_trip: float, min_rounds: int, max_rounds: int
+) -> int:
+    """``per_round_trip`` times :func:`rounds_per_round_trip`, rounded up, within
+    ``[min_rounds, max_rounds]``: enough rounds that each draw spans several round trips, so that
+    draws of a chain are nearly independent across modes the explorer cannot cross between,
+    whatever the barrier."""
+    rounds = np.ceil(per_round_trip * rounds_per_round_trip(rejection_rates))
+    return int(np.clip(rounds, min_rounds, max_rounds))
 
 
 class EvidenceEstimate(NamedTuple):

@@ -64,7 +64,9 @@ from pymc_sfp.core.tempering import (
     init_swap_record,
     optimal_schedule,
     recommended_n_chains,
+    recommended_rounds_per_draw,
     record_swaps,
+    rounds_per_round_trip,
     stepping_stone,
     uniform_schedule,
     update_index_process,
@@ -85,11 +87,20 @@ _PROGRESS_FIELDS: tuple[ProgressField, ...] = (
     ("round_trips", "Round trips", "d", 0),
 )
 
+#: Leapfrog steps per round of the default explorer: swaps, not the explorer, carry states between
+#: the prior and the posterior, and on the nine benchmark targets more rounds of 2 steps made
+#: more round trips per density evaluation than rounds of 5 (a scratch scan of 1, 2 and 5).
+DEFAULT_N_LEAPFROG = 2
+
 #: Tuning draws of the first adaptation round; rounds then double in length (Pigeons.jl).
 FIRST_ROUND = 16
 
-#: Rounds per draw after tuning by default where the rounds are compiled.
-COMPILED_ROUNDS_PER_DRAW = 10
+#: ``rounds_per_draw="auto"``: a draw is this many times the fewest rounds per round trip at the
+#: tuned swap rates (Theorem 1), within ``AUTO_ROUNDS_RANGE``; ``AUTO_ROUNDS_WITHOUT_TUNING``
+#: where tuning measured no swap rates.
+AUTO_ROUNDS_PER_ROUND_TRIP = 5.0
+AUTO_ROUNDS_RANGE = (10, 100)
+AUTO_ROUNDS_WITHOUT_TUNING = 30
 
 
 class RoundTripWarning(UserWarning):
@@ -122,7 +133,7 @@ class ParallelTempering(ArrayStepShared):
     explorer : step class or callable, optional
         Builds the explorer as ``explorer(vars=..., model=..., initial_point=...,
         compile_kwargs=..., **explorer_kwargs)``, like any PyMC step: e.g.
-        :class:`~pymc_sfp.StochasticDynamics` (the default, with ``n_leapfrog=5``),
+        :class:`~pymc_sfp.StochasticDynamics` (the default, with ``n_leapfrog=2``),
         :class:`~pymc_sfp.SFPStep`, ``pm.Slice`` or ``pm.Metropolis``, or a
         ``functools.partial`` of one. It must declare its per-chain state (PyMC's
         ``sampling_state``), as PyMC's and this package's steps do.
@@ -136,16 +147,19 @@ class ParallelTempering(ArrayStepShared):
         strictly increasing to 1, from 0 (the prior). With ``prior_draws=False`` it may start at
         a hottest ``β_0 > 0`` (explored like the other rungs, and kept there by the adaptation);
         the prior may then be improper, and there is no stepping-stone evidence.
-    rounds_per_draw : int, optional
+    rounds_per_draw : int or "auto", optional
         Explore-and-swap rounds per draw after tuning (``>= 1``; a tuning draw is always one
         round). More rounds carry more fresh states from the prior to the posterior between
         draws, so the mode weights of separated modes decorrelate faster per draw, at that many
         times the cost of the rounds; like thinning, but every round's swaps count for the
-        barrier. Default: 10 where the rounds are compiled
-        (``compiled``, below), where a round costs less than PyMC's handling of a draw; 1
-        otherwise, where each round costs ``K`` explorer steps from Python. With 10 the
-        tempering benchmark got every chain's weights right on all nine targets (see the
-        tempering guide); raise it further when a rare mode's weight matters.
+        barrier. ``"auto"``: at the end of tuning, five times the fewest rounds per round trip
+        at the tuned swap rates, ``2 + 2 Σ r_k / (1 − r_k)`` (Theorem 1), within 10–100 (30
+        without tuning), so that every draw spans several round trips whatever the barrier
+        (the stat ``rounds_per_draw`` records the choice). Default: ``"auto"`` where the
+        rounds are compiled (``compiled``, below), where a round costs a few explorer steps of
+        machine code; 1 otherwise, where each round costs ``K`` explorer steps from Python.
+        With ``"auto"`` the tempering benchmark got every chain's mode weights within about
+        0.02 on all nine targets (see the tempering guide).
     adapt_schedule : bool, default True
         Adapt the schedule during tuning (see above). With ``False`` the schedule stays as given.
     adapt_n_chains : bool, default True
@@ -216,8 +230,9 @@ class ParallelTempering(ArrayStepShared):
     ``swap_accept`` (acceptance probability of each pair, NaN if not proposed in that draw),
     ``n_chains``, ``barrier`` (the ``Λ`` estimate: of the last tuning round during tuning,
     then of the swaps since tuning ended), ``round_trips`` (completed by the ladder's replicas
-    together since tuning ended; since the last schedule change during tuning), ``model_logp``
-    (``lp`` in the DataTree).
+    together since tuning ended; since the last schedule change during tuning),
+    ``rounds_per_draw`` (the rounds of the draw: 1 during tuning), ``model_logp`` (``lp`` in the
+    DataTree).
     With several rounds per draw ``swap_accept`` is the mean over the rounds that proposed the
     pair, and ``log_likelihoods`` those of the last round.
 
@@ -235,6 +250,7 @@ class ParallelTempering(ArrayStepShared):
         "n_chains": (np.dtype(np.int64), []),
         "barrier": (np.dtype(np.float64), []),
         "round_trips": (np.dtype(np.int64), []),
+        "rounds_per_draw": (np.dtype(np.int64), []),
         "model_logp": (np.dtype(np.float64), []),
         "log_evidence": (np.dtype(np.float64), []),
         "log_evidence_se": (np.dtype(np.float64), []),
@@ -248,7 +264,7 @@ class ParallelTempering(ArrayStepShared):
         explorer_kwargs: Mapping[str, Any] | None = None,
         n_chains: int | None = None,
         betas: Sequence[float] | None = None,
-        rounds_per_draw: int | None = None,
+        rounds_per_draw: int | str | None = None,
         adapt_schedule: bool = True,
         adapt_n_chains: bool = True,
         min_chains: int = 4,
@@ -294,8 +310,15 @@ class ParallelTempering(ArrayStepShared):
                 "explorer_kwargs must be a dict of the explorer's arguments, got "
                 f"{explorer_kwargs!r}"
             )
-        if rounds_per_draw is not None:
-            rounds_per_draw = check_int_at_least(rounds_per_draw, 1, "rounds_per_draw")
+        if rounds_per_draw is not None and not (
+            isinstance(rounds_per_draw, str) and rounds_per_draw == "auto"
+        ):
+            rounds_per_draw = check_int_at_least(
+                rounds_per_draw,
+                1,
+                "rounds_per_draw",
+                "rounds_per_draw must be an integer >= 1 or 'auto'",
+            )
         if len(schedule) > max_chains:
             raise ValueError(
                 f"the starting schedule has {len(schedule)} rungs, more than max_chains="
@@ -335,7 +358,7 @@ class ParallelTempering(ArrayStepShared):
         # One explorer for every rung, on the tempered view of the model: β is shared, float64
         # whatever floatX, so the explorer (any PyMC step) compiles a float64 density.
         if explorer is None:
-            explorer = functools.partial(_DeferredDynamics, n_leapfrog=5)
+            explorer = functools.partial(_DeferredDynamics, n_leapfrog=DEFAULT_N_LEAPFROG)
         with float64_internals():
             self._beta = pytensor.shared(np.float64(1.0), name="tempering_beta")
             self._explorer = explorer(
@@ -397,8 +420,8 @@ class ParallelTempering(ArrayStepShared):
                 f"compiled=True, but the rounds cannot be compiled: {self.fallback_reason}"
             )
         if rounds_per_draw is None:
-            rounds_per_draw = COMPILED_ROUNDS_PER_DRAW if self.fallback_reason is None else 1
-        self.rounds_per_draw = rounds_per_draw
+            rounds_per_draw = "auto" if self.fallback_reason is None else 1
+        self._rounds_setting: int | str = rounds_per_draw
 
         self.initial_betas = schedule
         self.adapt_schedule = check_bool(adapt_schedule, "adapt_schedule")
@@ -432,6 +455,11 @@ class ParallelTempering(ArrayStepShared):
         chain); the random streams of the explorers and the prior draws come from ``rng``."""
         self.n_tune, self.n_draws = int(tune), int(draws)
         self.tune = tune > 0
+        self.rounds_per_draw = (
+            AUTO_ROUNDS_WITHOUT_TUNING
+            if self._rounds_setting == "auto"
+            else int(self._rounds_setting)
+        )
         self.betas = self.initial_betas.copy()
         self.round_ends = _round_ends(self.n_tune) if self.adapt_schedule else set()
         self.n_rounds = 0
@@ -474,10 +502,11 @@ class ParallelTempering(ArrayStepShared):
         if self.n_draws and np.all(np.isfinite(rates)):
             # Without adaptation no tuning round has estimated it yet.
             self._update_barrier()
-            # Theorem 1: DEO makes (2 + 2 Σ r / (1 − r))⁻¹ round trips per round (one set of
-            # swaps), counted over the ladder's replicas together.
-            odds = np.sum(rates / np.maximum(1.0 - rates, 1e-12))
-            expected = self.n_draws * self.rounds_per_draw / (2.0 + 2.0 * odds)
+            if self._rounds_setting == "auto":
+                self.rounds_per_draw = recommended_rounds_per_draw(
+                    rates, AUTO_ROUNDS_PER_ROUND_TRIP, *AUTO_ROUNDS_RANGE
+                )
+            expected = self.n_draws * self.rounds_per_draw / rounds_per_round_trip(rates)
             if expected < self.min_round_trips:
                 warnings.warn(
                     "ParallelTempering, end of tuning: at the tuned schedule "
@@ -543,6 +572,7 @@ class ParallelTempering(ArrayStepShared):
             "n_chains": n_chains,
             "barrier": self.barrier,
             "round_trips": self.index_process.round_trips,
+            "rounds_per_draw": 1 if self.tune else self.rounds_per_draw,
             "model_logp": float(terms[-1].sum()),
             "log_evidence": evidence[0],
             "log_evidence_se": evidence[1],

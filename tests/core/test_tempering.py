@@ -15,7 +15,9 @@ from pymc_sfp.core.tempering import (
     init_swap_record,
     optimal_schedule,
     recommended_n_chains,
+    recommended_rounds_per_draw,
     record_swaps,
+    rounds_per_round_trip,
     stepping_stone,
     uniform_schedule,
     update_index_process,
@@ -57,6 +59,40 @@ def test_deo_without_rejections_makes_half_a_round_trip_per_swap_round():
         assert np.all(accept[~np.isnan(accept)] == 1.0)
         process = update_index_process(process, order)
     assert abs(process.round_trips - rounds / 2) <= n_chains
+
+
+def test_round_trip_rate_of_independent_swaps_is_theorem_1s():
+    # Under efficient local exploration a swap of pair k is accepted with probability 1 − r_k
+    # whatever the states: the index process then makes 1 / rounds_per_round_trip(r) round trips
+    # per round (Theorem 1 of Syed et al.). Batches of rounds give the Monte Carlo error.
+    rates = np.array([0.2, 0.4, 0.3, 0.5])
+    rng = np.random.default_rng(20261127)
+    n_batches, per_batch = 20, 5000
+    process = init_index_process(len(rates) + 1)
+    trips = np.empty(n_batches)
+    for batch in range(n_batches):
+        before = process.round_trips
+        for n in range(per_batch):
+            order = np.arange(len(rates) + 1)
+            for k in range(n % 2, len(rates), 2):
+                if rng.uniform() < 1.0 - rates[k]:
+                    order[k], order[k + 1] = k + 1, k
+            process = update_index_process(process, order)
+        trips[batch] = (process.round_trips - before) / per_batch
+    expected = 1.0 / rounds_per_round_trip(rates)
+    error = trips.std(ddof=1) / np.sqrt(n_batches)
+    assert error < 0.02 * expected  # a test that can tell a few per cent apart
+    assert abs(trips.mean() - expected) < 4.0 * error
+
+
+def test_recommended_rounds_per_draw_scales_the_rounds_of_a_round_trip():
+    rates = np.array([0.5, 0.5, 0.5])  # 2 + 2 · 3 = 8 rounds per round trip
+    assert rounds_per_round_trip(rates) == 8.0
+    assert rounds_per_round_trip(np.zeros(4)) == 2.0
+    assert recommended_rounds_per_draw(rates, 5.0, 10, 100) == 40
+    assert recommended_rounds_per_draw(rates, 1.1, 10, 100) == 10  # ceil(8.8) = 9, raised
+    assert recommended_rounds_per_draw(rates, 20.0, 10, 100) == 100
+    assert recommended_rounds_per_draw(np.array([1.0]), 5.0, 10, 100) == 100  # never swaps
 
 
 def test_swap_record_averages_acceptance_probabilities():

@@ -524,8 +524,9 @@ def test_round_trip_warning_when_draws_are_too_few(two_modes):
     """The two warnings say which is a prediction and which a count, of what and when: a
     predicted 0.8 next to a completed 2 once read as a contradiction ("chains" meant rungs in one
     and a PyMC chain in the other)."""
+    one_round = functools.partial(ParallelTempering, rounds_per_draw=1)
     with pytest.warns(RoundTripWarning) as record:
-        idata = sample(two_modes, ParallelTempering, draws=5, tune=40, chains=1)
+        idata = sample(two_modes, one_round, draws=5, tune=40, chains=1)
     messages = [str(w.message) for w in record if issubclass(w.category, RoundTripWarning)]
     assert len(messages) == 2
     predicted, completed = messages
@@ -545,7 +546,7 @@ def test_round_trip_warning_when_draws_are_too_few(two_modes):
         completed,
     )
     # A fixed schedule: no tuning round estimated the barrier, the warning does from the swaps.
-    fixed = functools.partial(ParallelTempering, n_chains=4, adapt_schedule=False)
+    fixed = functools.partial(one_round, n_chains=4, adapt_schedule=False)
     with pytest.warns(
         RoundTripWarning,
         match=r"end of tuning: .*\(4 tempered chains, i\.e\. "

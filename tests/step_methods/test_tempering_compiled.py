@@ -73,6 +73,42 @@ def test_compiled_rounds_make_the_numpy_draws(name, rounds_per_draw, explorer_kw
     assert step.index_process.round_trips == step_ref.index_process.round_trips
 
 
+def test_automatic_rounds_per_draw_follow_the_tuned_swap_rates():
+    # The default: after tuning a draw is AUTO_ROUNDS_PER_ROUND_TRIP times the rounds of a round
+    # trip at the swap rates of tuning's last adaptation round (Theorem 1); the NumPy rounds
+    # given "auto" make the same chain.
+    from pymc_sfp.core.tempering import recommended_rounds_per_draw
+    from pymc_sfp.step_methods import tempering
+
+    model = multimodal_targets()["mixture-2d"].model()
+    with model:
+        step = pymc_sfp.ParallelTempering()
+    tune, draws = 200, 10
+    step.setup_chain(np.random.default_rng(3), tune, draws)
+    point = model.initial_point()
+    for _ in range(tune):
+        point, stats = step.step(point)
+        assert stats[0]["rounds_per_draw"] == 1
+    expected = recommended_rounds_per_draw(
+        step.swap_record.rejection_rates,
+        tempering.AUTO_ROUNDS_PER_ROUND_TRIP,
+        *tempering.AUTO_ROUNDS_RANGE,
+    )
+    assert tempering.AUTO_ROUNDS_RANGE[0] < expected < tempering.AUTO_ROUNDS_RANGE[1]
+    step.stop_tuning()
+    point, stats = step.step(point)
+    assert step.rounds_per_draw == stats[0]["rounds_per_draw"] == expected
+    _, reference = _run(model, False, tune=tune, draws=draws, rounds_per_draw="auto")
+    _, compiled = _run(model, None, tune=tune, draws=draws)
+    _assert_same(reference, compiled)
+    assert reference[-1][1]["rounds_per_draw"] == compiled[-1][1]["rounds_per_draw"] > 1
+    # Without tuning there are no swap rates to go by.
+    step.setup_chain(np.random.default_rng(3), 0, draws)
+    assert step.rounds_per_draw == tempering.AUTO_ROUNDS_WITHOUT_TUNING
+    with model, pytest.raises(TypeError, match="rounds_per_draw must be an integer >= 1 or"):
+        pymc_sfp.ParallelTempering(rounds_per_draw="many")
+
+
 def _walled_model():
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, 3.0, shape=2)
