@@ -80,6 +80,7 @@ __all__ = [
     "compile_batched_logp",
     "compile_log_likelihood",
     "compile_logp_dlogp",
+    "compile_nonfinite_values",
     "compile_prior_sampler",
     "constant_value",
     "coordinate_layout",
@@ -257,6 +258,27 @@ def compile_logp_dlogp(
         return float(logp), grad
 
     return logp_dlogp
+
+
+@float64_internals()
+def compile_nonfinite_values(
+    graph: StepGraph, compile_kwargs: dict | None = None
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``x ↦`` the number of elements of each of the step's variables that are not finite on the
+    variable's own scale (the back-transformed values PyMC's trace records), in raveling order.
+
+    ``None`` when no variable is transformed: the values are the sampling coordinates, finite
+    wherever the step can be. Warmed up at ``graph.start``.
+    """
+    model = graph.model
+    rvs = [model.values_to_rvs[value_var] for value_var in graph.value_vars]
+    if all(model.rvs_to_transforms.get(rv) is None for rv in rvs):
+        return None
+    counts = [pt.sum(~pt.isfinite(value)) for value in model.replace_rvs_by_values(rvs)]
+    [joined], flat = graph.join([pt.stack(counts)])
+    function = _compile([flat], [joined], compile_kwargs)
+    warm_up(function, graph.start)
+    return lambda x: function(x)[0]
 
 
 @float64_internals()

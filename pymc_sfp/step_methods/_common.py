@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pymc as pm
+from pymc.exceptions import SamplingError
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
 from pytensor.graph.basic import Variable
 from rich.progress import TextColumn
 from rich.table import Column
 
-from pymc_sfp.compile import StepGraph
+from pymc_sfp.compile import StepGraph, compile_nonfinite_values
 
 #: A progress-bar column: (sample-stat name, column header, format spec, initial value).
 ProgressField = tuple[str, str, str, Any]
@@ -95,3 +97,32 @@ def progressbar_updates(fields: Sequence[ProgressField]) -> tuple[Callable[[dict
         return {key: step_stats[key] for key in keys}
 
     return (update_stats,)
+
+
+class FiniteValueCheck:
+    """Refuses a draw whose value of a transformed variable is not a number on the variable's
+    own scale (``exp`` of a log-scale coordinate beyond 709, say), which PyMC's trace would
+    record as ``inf``. A step that accepted a move to a coordinate that large found the
+    log-density flat out there: the posterior is improper along it (a proper one falls off long
+    before, and the move would have been rejected)."""
+
+    def __init__(self, graph: StepGraph, compile_kwargs: dict | None, step_name: str):
+        self._count = compile_nonfinite_values(graph, compile_kwargs)
+        self._names = [graph.model.values_to_rvs[v].name for v in graph.value_vars]
+        self._step_name = step_name
+
+    def __call__(self, position: np.ndarray) -> None:
+        """Raise a ``SamplingError`` naming the variable if ``position`` (raveled sampling
+        coordinates) is such a draw."""
+        if self._count is None:
+            return
+        counts = self._count(position)
+        if counts.any():
+            name = self._names[int(np.flatnonzero(counts)[0])]
+            raise SamplingError(
+                f"{self._step_name}: the chain moved to where {name} is not a finite number on "
+                f"its own scale (largest sampling coordinate {np.max(np.abs(position)):.3g}), "
+                "and the step accepted the move: the log-density is flat out there, so the "
+                f"posterior looks improper along {name} (e.g. a pm.HalfFlat or pm.Flat the data "
+                "do not pin down). Give it a proper prior."
+            )

@@ -56,6 +56,7 @@ from pymc_sfp.core.dynamics import (
     transition,
 )
 from pymc_sfp.step_methods._common import (
+    FiniteValueCheck,
     ProgressField,
     check_not_empty,
     continuous_value_vars,
@@ -412,6 +413,7 @@ class StochasticDynamics(ArrayStepShared):
     def _compile_density(self, graph: StepGraph, compile_kwargs: dict | None) -> None:
         """Compile what ``astep`` evaluates of the model (through :mod:`pymc_sfp.compile`)."""
         self._logp_dlogp = compile_logp_dlogp(graph, compile_kwargs)
+        self._check_finite_values = FiniteValueCheck(graph, compile_kwargs, type(self).__name__)
 
     # ------------------------------------------------------------------ PyMC hooks
     def reset_tuning(self) -> None:
@@ -474,6 +476,7 @@ class StochasticDynamics(ArrayStepShared):
             q, self._logp_grad, q0, self.momentum, self.step_adapt, self.potential
         )
         self.momentum = state.momentum
+        self._check_finite_values(state.position)
         if stats["diverging"] and not self.tune:
             self.divergences += 1
         stats["divergences"] = self.divergences

@@ -72,6 +72,7 @@ from pymc_sfp.core.tempering import (
     update_index_process,
 )
 from pymc_sfp.step_methods._common import (
+    FiniteValueCheck,
     ProgressField,
     progressbar_config,
     progressbar_updates,
@@ -414,6 +415,7 @@ class ParallelTempering(ArrayStepShared):
             self._tempered_density = compile_batched_tempered_density(graph, compile_kwargs)
         else:
             self._log_likelihood = compile_log_likelihood(graph, compile_kwargs)
+        self._check_finite_values = FiniteValueCheck(graph, compile_kwargs, type(self).__name__)
         self.fallback_reason = self._compiled_rounds_unavailable(compiled, graph.start)
         if compiled and self.fallback_reason is not None:
             raise ValueError(
@@ -580,6 +582,7 @@ class ParallelTempering(ArrayStepShared):
             "log_likelihoods": self._padded(terms[:, 1], self.max_chains),
             "swap_accept": self._padded(mean_accept, self.max_chains - 1),
         }
+        self._check_finite_values(self.replicas[-1])
         return RaveledVars(self.replicas[-1].copy(), info), [stats]
 
     def _round(self, info, collected: _Collected) -> tuple[np.ndarray, np.ndarray]:

@@ -3,9 +3,12 @@
 import numpy as np
 import pymc as pm
 import pytest
+from pymc.exceptions import SamplingError
 from pymc.step_methods.hmc.quadpotential import QuadPotentialDiag, QuadPotentialFull
 
 from pymc_sfp import ParallelTempering, ReplicaExchangeDynamics, SFPStep, StochasticDynamics
+from pymc_sfp.compile import step_graph
+from pymc_sfp.step_methods._common import FiniteValueCheck
 
 STEPS = [SFPStep, StochasticDynamics, ReplicaExchangeDynamics]
 
@@ -151,3 +154,21 @@ def test_infinite_max_energy_error_is_accepted():
     with pm.Model():
         pm.Normal("a", 0, 1)
         assert StochasticDynamics(max_energy_error=np.inf).max_energy_error == np.inf
+
+
+def test_a_draw_that_overflows_its_variables_scale_is_refused_by_name():
+    """The check StochasticDynamics and ParallelTempering make on every draw: log s = 800 is
+    s = inf on its own scale, where PyMC's trace would record inf; log s = 1 passes, and so
+    does everything where no variable is transformed."""
+    with pm.Model() as model:
+        pm.Normal("mu", 0.0, 1.0)
+        pm.HalfFlat("s")
+    graph = step_graph(model, model.value_vars)
+    check = FiniteValueCheck(graph, None, "StochasticDynamics")
+    check(np.array([0.0, 1.0]))
+    with pytest.raises(SamplingError, match=r"StochasticDynamics: .* improper along s\b"):
+        check(np.array([0.0, 800.0]))
+    with pm.Model() as untransformed:
+        pm.Flat("x")
+    graph = step_graph(untransformed, untransformed.value_vars)
+    FiniteValueCheck(graph, None, "StochasticDynamics")(np.array([1e300]))

@@ -9,6 +9,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.blocking import DictToArrayBijection
+from pymc.exceptions import SamplingError
 
 from pymc_sfp import StochasticDynamics
 from tests.helpers import assert_moments, sample
@@ -295,3 +296,20 @@ class TestBadInput:
 
 
 # --- replica exchange ---------------------------------------------------------------------------
+
+
+def test_an_improper_scale_posterior_is_an_error_not_infinite_draws():
+    """p(s | y) ∝ exp(−y² / 2s²) / s under a HalfFlat prior is flat in log s as s grows: the
+    dynamics drift to log s ≈ 1e3 and beyond, where PyMC's trace recorded s = inf for every
+    draw, without a divergence or a warning. The step now stops there with a named error; the
+    same model with a proper prior samples."""
+    with pm.Model() as improper:
+        s = pm.HalfFlat("s")
+        pm.Normal("y", 0.0, s, observed=[0.5])
+    with pytest.raises(SamplingError, match=r"improper along s\b"):
+        sample(improper, StochasticDynamics, draws=500, tune=500, chains=1)
+    with pm.Model() as proper:
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", 0.0, s, observed=[0.5])
+    idata = sample(proper, StochasticDynamics, draws=200, tune=200, chains=1)
+    assert np.isfinite(idata.posterior["s"].values).all()
