@@ -17,9 +17,10 @@ the dimension), ``sfp_conditionals.py`` (quadrature against collocation builders
 ``sfp_batched.py`` (vectorised against looped evaluation), ``sfp_unimodal.py`` (ESS per
 second against NUTS and Slice on Gaussian targets), ``sfp_overhead.py`` (construction in fresh
 processes and a batch of points along a line), ``sfp_hierarchical.py`` (a varying-intercepts
-regression: cost against the number of groups, and ESS per second). Per-sweep times are medians
-over the timed sweeps (the load average at the start is recorded), with ``marginal_points=0``
-so that recording marginals is not timed.
+regression: cost against the number of groups, and ESS per second), ``sfp_grid.py`` (the
+resolution ``L`` of the refined grid against time, evaluations and acceptance). Per-sweep
+times are medians over the timed sweeps (the load average at the start is recorded), with
+``marginal_points=0`` so that recording marginals is not timed.
 
 BLAS threads: the script re-executes itself with ``OPENBLAS_NUM_THREADS`` (and the OpenMP / MKL
 equivalents) set to ``--blas-threads`` (default 1); see ``sfp_conditionals.py`` for why.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 import sfp_batched
 import sfp_conditionals
 import sfp_dimension
+import sfp_grid
 import sfp_hierarchical
 import sfp_overhead
 import sfp_samplers
@@ -78,6 +80,10 @@ class Settings:
     # hierarchical
     hier_groups: tuple[int, ...] = (100, 400, 1600, 6400)
     hier_ess_groups: int = 100
+    # grid resolution
+    grid_Ls: tuple[int, ...] = (100, 50, 25)
+    grid_budget_s: float = 3.0
+    grid_tune_sweeps: int = 100
     # sweeps timed by conditionals and batched
     warmup_sweeps: int = 3
     min_sweeps: int = 5
@@ -103,6 +109,8 @@ QUICK = Settings(
     uni_tune=50,
     hier_groups=(50, 200),
     hier_ess_groups=20,
+    grid_budget_s=0.3,
+    grid_tune_sweeps=20,
     warmup_sweeps=1,
     min_sweeps=2,
     max_sweeps=200,
@@ -125,6 +133,7 @@ SUITE = Suite(
         "unimodal": sfp_unimodal.benchmark,
         "overhead": sfp_overhead.benchmark,
         "hierarchical": sfp_hierarchical.benchmark,
+        "grid": sfp_grid.benchmark,
     },
     full=Settings(),
     quick=QUICK,

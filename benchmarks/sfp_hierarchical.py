@@ -7,7 +7,7 @@ group (``beta_z`` of shape ``(K, 2)``, read through the index of its first axis)
 line evaluates the likelihood's rows of its group alone (the local line through the index);
 each scalar's line the whole likelihood.
 
-*Cost against K*: ``SFPStep(marginal_points=0)`` (L = 100, automatic boxes, the compiled sweep)
+*Cost against K*: ``SFPStep(marginal_points=0)`` (L = 50, automatic boxes, the compiled sweep)
 timed by calling ``step.astep`` after a warm-up sweep, as in ``dimension``; PyMC's ``Slice``
 per draw on the same model (one update of every coordinate, as one sweep); the log-log slopes.
 
@@ -175,7 +175,7 @@ def benchmark(s: Settings) -> Section:
         "",
         "Varying intercepts, non-centred: y_j ~ N(mu + tau·z[g_j] + b·x_j, sigma), K groups of "
         "about 4 rows (`benchmarks/_problems.py`, `hierarchical_regression_model`). "
-        "**Cost against K**: `SFPStep(marginal_points=0)` (L = 100, automatic boxes, compiled "
+        "**Cost against K**: `SFPStep(marginal_points=0)` (L = 50, automatic boxes, compiled "
         "sweep), timed by calling `step.astep` after 1 warm-up sweep until "
         f"{s.dim_budget_s:g} s are spent (at most {s.dim_max_sweeps} sweeps, at least 1), "
         "medians; 'Slice / draw' is `pm.Slice(blocked=True)` (one step over every coordinate, "

@@ -8,7 +8,7 @@ N(0, 2²) times its scale, the same starts for every sampler); its wall time (``
 around building the step and ``pm.sample``, so compilation and worker start-up count) is the
 median of ``Settings.repeats`` runs on the model built afresh. ESS is ArviZ's bulk ESS, the
 minimum over the coordinates, and R-hat the largest rank R-hat: a chain stuck away from the
-others shows there. SFP is ``SFPStep()`` with its defaults (automatic boxes, ``L = 100``, the
+others shows there. SFP is ``SFPStep()`` with its defaults (automatic boxes, ``L = 50``, the
 compiled sweep, recorded marginals), and the same with ``marginal_points=0``; NUTS and
 Slice are PyMC's. SFP and Slice also run with ``cores=1``.
 """
@@ -143,7 +143,7 @@ def benchmark(s: Settings) -> Section:
         "N(0, 2²) times its scale, the same for every sampler). iid N(0, I) is "
         "`pm.Normal('x', 0, 1, shape=N)`; the correlated target is `pm.MvNormal` with "
         "covariance S R S, R_ij = 0.9^|i−j|, scales S from 0.1 to 10 (log-spaced). SFP: "
-        "`SFPStep()` (defaults: automatic boxes, L = 100, compiled sweep, each coordinate's "
+        "`SFPStep()` (defaults: automatic boxes, L = 50, compiled sweep, each coordinate's "
         "conditional CDF recorded at 100 points per draw for the marginals), and the same "
         "without recording them (`marginal_points=0`); NUTS, Slice: PyMC's defaults. "
         f"`SFP{ONE_CORE}` and `Slice{ONE_CORE}` are the same runs with `cores=1`: PyMC "

@@ -114,7 +114,9 @@ def test_marginal_of_normal_matches_pdf():
     """In 1-D the conditional is the marginal: a few sweeps' conditionals give N(1, 2)."""
     with pm.Model() as model:
         pm.Normal("y", 1.0, 2.0)
-        step = SFPStep(bounds=(-15, 17))
+        # At L = 100 the grid's interpolation error (h² / 8σ² = 3e-3 nats) keeps the CDF's
+        # within the tolerance below.
+        step = SFPStep(L=100, bounds=(-15, 17))
     grids, cdfs = recorded_conditionals(step, model, 5, seed=0)["y"]
     marginal = average_conditionals(grids, cdfs)
     grid = np.linspace(-7, 9, 200)
@@ -289,12 +291,15 @@ def test_marginals_on_each_scale_are_the_exact_marginals():
             assert np.abs(marginal.cdf(x) - truth).max() < 5e-3, (name, index)
 
 
-@pytest.mark.parametrize("L", [30, 100])
-def test_the_acceptance_bounds_the_marginals_error_and_warns(L):
-    """A coarse grid mis-weights two modes 30 nats apart in each tabulated conditional: the
-    draws stay exact, the marginals do not. ``1 −`` the mean acceptance bounds their error in
-    total variation (an independence proposal's acceptance is at most ``1 − TV``), and
-    sfp_marginals warns below 0.98."""
+@pytest.mark.parametrize("L, refined", [(12, False), (8, True), (30, True)])
+def test_the_acceptance_bounds_the_marginals_error_and_warns(L, refined, monkeypatch):
+    """A coarse grid left unrefined mis-weights two modes 30 nats apart in each tabulated
+    conditional: the draws stay exact, the marginals do not. ``1 −`` the mean acceptance bounds
+    their error in total variation (an independence proposal's acceptance is at most
+    ``1 − TV``), and sfp_marginals warns below 0.98. Refined, the same coarse grid resolves
+    them."""
+    if not refined:
+        monkeypatch.setattr(pymc_sfp.core.sfp, "REFINEMENT_BUDGET", 0)
     target = pymc_sfp.datasets.multimodal_targets()["two-modes-110-nat"]
     idata = sample(
         target.model(), lambda: SFPStep(L=L), draws=300, tune=200, chains=2, random_seed=5
@@ -306,8 +311,8 @@ def test_the_acceptance_bounds_the_marginals_error_and_warns(L):
     warned = [w for w in caught if "SFP acceptance averaged" in str(w.message)]
     assert bool(warned) == (mean_accept < 0.98), mean_accept
     error = abs(float(marginal.cdf(0.0)) - target.posterior_weights[0])
-    assert error <= 1.0 - mean_accept
-    if L == 30:  # the case the warning is for: off by far more than the draws' error
+    assert error <= 1.0 - mean_accept + 1e-6  # the CDFs are recorded in float32
+    if not refined:  # the case the warning is for: off by far more than the draws' error
         assert error > 0.05 and warned
 
 

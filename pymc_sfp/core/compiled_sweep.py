@@ -5,11 +5,14 @@ coordinate by coordinate; at ``L = 100`` that Python work costs far more than th
 evaluation. Here a whole sweep is one call of machine code: the line evaluation, the grid
 refinement (:func:`~pymc_sfp.core.sfp.resolve_line`), the quadrature conditional (Eq. 4 by its
 integrating factor, :func:`~pymc_sfp.core.fokker_planck.quadrature_conditional`), the inverse-CDF
-draw and the Metropolis correction, with the same arithmetic in the same order. For the same
-uniforms (:func:`~pymc_sfp.core.sfp.draw_uniforms`) and the same log-density it makes the same
-draws as the reference, which stays the tested specification: the same decisions (refinement,
-acceptance, edges), and the same numbers up to the last bits (NumPy's vectorised ``exp`` and
-``log`` and the C library's, which Numba calls, may round differently).
+draw and the Metropolis correction, with the same formulas, save two that are cheaper and as
+accurate: the cells' masses are summed in linear scale relative to the largest density (one
+``exp`` per node, one ``expm1`` per cell; the reference sums logarithms), and the CDF inside a
+cell takes one ``expm1`` per point. For the same uniforms
+(:func:`~pymc_sfp.core.sfp.draw_uniforms`) and the same log-density it makes the same draws as
+the reference, which stays the tested specification: the same decisions (refinement,
+acceptance, edges), and the same numbers up to the last bits (those formulas, and NumPy's
+vectorised ``exp`` and ``log`` and the C library's, which Numba calls, round differently).
 
 The log-density is given as two Numba-jitted callables, the calling convention of the functions
 PyTensor's Numba backend generates (each returns a tuple of its outputs)::
@@ -74,6 +77,10 @@ def _constants() -> tuple:
             float(sfp.EDGE_CELL_MASS),
             float(sfp.MAX_CELL_MASS),
             float(sfp.RESOLUTION_NATS),
+            float(sfp.CURVATURE_NATS),
+            float(sfp.CURVATURE_MASS),
+            float(sfp.MAX_CURVATURE_PIECES),
+            float(sfp.CURVATURE_BUDGET),
         ),
         float(sfp.DEFENSIVE_WEIGHT),
         float(sfp.EDGE_FRACTION),
@@ -117,27 +124,36 @@ def _fraction_to_offset(fraction: float, delta: float) -> float:
 
 @_jit
 def _offset_to_fraction(t: float, delta: float) -> float:
-    return _fraction_in_cell(t, delta, _cell_denominator(delta))
+    return _fraction_in_cell(t, delta, _cell_scale(delta))
+
+
+#: Slope above which ``expm1(delta)`` overflows: such cells take the overflow-free form.
+_STEEPEST = 700.0
 
 
 @_jit
-def _cell_denominator(delta: float) -> float:
-    """The denominator of :func:`_fraction_in_cell` for a cell of slope ``delta``."""
-    if delta > 1e-9:
-        return math.expm1(-delta)
-    if delta < -1e-9:
-        return math.expm1(delta)
+def _cell_scale(delta: float) -> float:
+    """The factor of :func:`_fraction_in_cell` for a cell of slope ``delta``: the reciprocal
+    of ``expm1(delta)`` (of ``expm1(-delta)`` beyond :data:`_STEEPEST`), computed once for
+    the many points of one cell."""
+    if delta > _STEEPEST:
+        return 1.0 / math.expm1(-delta)
+    if abs(delta) > 1e-9:
+        return 1.0 / math.expm1(delta)
     return 1.0
 
 
 @_jit
-def _fraction_in_cell(t: float, delta: float, denominator: float) -> float:
-    """``_offset_to_fraction`` with the cell's :func:`_cell_denominator` given (computed once
-    for the many points of one cell)."""
-    if delta > 1e-9:
-        frac = math.exp(delta * (t - 1.0)) * math.expm1(-delta * t) / denominator
-    elif delta < -1e-9:
-        frac = math.expm1(delta * t) / denominator
+def _fraction_in_cell(t: float, delta: float, scale: float) -> float:
+    """The share of a cell's mass below offset ``t`` (``fokker_planck._offset_to_fraction``),
+    ``expm1(delta t) / expm1(delta)``: one ``expm1`` per point, ``scale`` the cell's
+    :func:`_cell_scale`. Both ``expm1`` are accurate to the last bits, so the share is, down to
+    the smallest; beyond :data:`_STEEPEST` it is ``exp(delta (t - 1)) expm1(-delta t) /
+    expm1(-delta)``, as the reference computes it for every rising cell."""
+    if delta > _STEEPEST:
+        frac = math.exp(delta * (t - 1.0)) * math.expm1(-delta * t) * scale
+    elif abs(delta) > 1e-9:
+        frac = math.expm1(delta * t) * scale
     else:
         frac = t
     return min(max(frac, 0.0), 1.0)
@@ -153,40 +169,54 @@ def _scaled(logp: np.ndarray, D: float) -> np.ndarray:
 
 
 @_jit
+def _exprel_of_descent(drop: float) -> float:
+    """``(1 − exp(−drop)) / drop``, 1 at 0: a cell's mass relative to its width times its
+    larger end's density, for a log-density that falls by ``drop ≥ 0`` across it."""
+    if drop == 0.0:
+        return 1.0
+    return -math.expm1(-drop) / drop
+
+
+@_jit
 def _tabulate(
     nodes: np.ndarray, logp: np.ndarray, D: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What both the refinement test (``resolve_line``) and the conditional
     (``quadrature_conditional``) read of a tabulated line, computed once: the scaled log-density
-    less its maximum at the nodes; per cell the log of the bound on its mass (its width times
-    its larger end's density) and its slope (``cell_log_mass``'s ``delta``); and the CDF at the
-    nodes before normalisation, the cumulative sum of the cells' masses under the
-    piecewise-exponential interpolation relative to the largest. The CDF is empty when the
-    log-density is finite nowhere."""
+    less its maximum at the nodes; per cell the bound on its mass (its width times its larger
+    end's density) and its slope (``cell_log_mass``'s ``delta``); and the CDF at the nodes
+    before normalisation, the cumulative sum of the cells' masses under the
+    piecewise-exponential interpolation. The CDF is empty when the log-density is finite
+    nowhere.
+
+    The reference works with logarithms of the masses; here they are linear, relative to the
+    largest density (no cell's bound exceeds its width): one ``exp`` per node and one ``expm1``
+    per cell instead of three logarithms and exponentials per cell, and what underflows is
+    below ``1e-300`` of the peak, far below every threshold of the refinement."""
     f = _scaled(logp, D)
     top = np.max(f)
     cells = len(nodes) - 1
-    log_bound = np.full(cells, -np.inf)
+    bound = np.zeros(cells)
     delta = np.zeros(cells)
     if not np.isfinite(top):
-        return f, log_bound, delta, np.empty(0)
+        return f, bound, delta, np.empty(0)
     f -= top
-    log_mass = np.full(cells, -np.inf)
+    density = np.empty(len(nodes))
+    for k in range(len(nodes)):
+        density[k] = math.exp(f[k])
+    cdf = np.zeros(len(nodes))
     for k in range(cells):
         left, right = f[k], f[k + 1]
-        log_width = math.log(nodes[k + 1] - nodes[k])
-        log_bound[k] = log_width + max(left, right)
+        bound[k] = (nodes[k + 1] - nodes[k]) * max(density[k], density[k + 1])
+        mass = 0.0
         finite_left, finite_right = np.isfinite(left), np.isfinite(right)
         if finite_left and finite_right:
             delta[k] = right - left
-            log_mass[k] = log_width + left + _log_exprel(delta[k])
+            mass = bound[k] * _exprel_of_descent(abs(delta[k]))
         elif finite_left != finite_right:
-            log_mass[k] = log_bound[k]
-    peak = np.max(log_mass)
-    cdf = np.zeros(len(nodes))
-    for k in range(cells):
-        cdf[k + 1] = cdf[k] + math.exp(log_mass[k] - peak)
-    return f, log_bound, delta, cdf
+            mass = bound[k]
+        cdf[k + 1] = cdf[k] + mass
+    return f, bound, delta, cdf
 
 
 @_jit
@@ -241,10 +271,10 @@ def _cdf_along(
     increasing points (the walk starts again where they decrease). A point at a node takes the
     node's CDF (the fraction of a cell at its left node is exactly 0), so the default report,
     whose points are the line's grid nodes (``marginal_points == L``), costs no exponentials;
-    other points compute their cell's denominator once per cell."""
+    other points compute their cell's :func:`_cell_scale` once per cell."""
     cells = len(nodes) - 1
     k, previous = 0, -np.inf
-    denominator, denominator_cell = 1.0, -1
+    scale, scale_cell = 1.0, -1
     for m in range(len(points)):
         x = points[m]
         if x < nodes[0]:
@@ -261,10 +291,10 @@ def _cdf_along(
         if x == nodes[k]:
             out[m] = cdf[k]
             continue
-        if denominator_cell != k:
-            denominator, denominator_cell = _cell_denominator(slopes[k]), k
+        if scale_cell != k:
+            scale, scale_cell = _cell_scale(slopes[k]), k
         t = (x - nodes[k]) / (nodes[k + 1] - nodes[k])
-        fraction = _fraction_in_cell(min(max(t, 0.0), 1.0), slopes[k], denominator)
+        fraction = _fraction_in_cell(min(max(t, 0.0), 1.0), slopes[k], scale)
         out[m] = cdf[k] + (cdf[k + 1] - cdf[k]) * fraction
 
 
@@ -296,70 +326,121 @@ def _proposal_logpdf(
 
 
 @_jit
+def _interpolation_error(nodes: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """``core.sfp.interpolation_error``, in the same order of operations."""
+    cells = len(nodes) - 1
+    curvature = np.zeros(len(nodes))
+    for k in range(1, cells):
+        width_left = nodes[k] - nodes[k - 1]
+        width_right = nodes[k + 1] - nodes[k]
+        slope_left = (f[k] - f[k - 1]) / width_left
+        slope_right = (f[k + 1] - f[k]) / width_right
+        bend = abs(slope_right - slope_left) * 2.0 / (width_left + width_right)
+        if np.isfinite(bend):
+            curvature[k] = bend
+    error = np.empty(cells)
+    for k in range(cells):
+        width = nodes[k + 1] - nodes[k]
+        error[k] = width * width * max(curvature[k], curvature[k + 1]) / 8.0
+    return error
+
+
+@_jit
 def _refinement(
     nodes: np.ndarray,
     table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     min_width: float,
     limits: tuple[float, float, float, float],
 ):
-    """One round of ``resolve_line``'s test on the line's :func:`_tabulate`: the cells to split,
-    whether a steep cell cannot be split, whether a cell to split is steep, and whether the
-    log-density is finite nowhere. ``limits`` are :data:`_REFINEMENT_LIMITS`."""
-    negligible_mass, edge_cell_mass, max_cell_mass, resolution_nats = limits
-    f, log_bound, _, cdf = table
+    """One round of ``resolve_line``'s test on the line's :func:`_tabulate`: the pieces to cut
+    each cell into (1: none; for their curvature, ``core.sfp.curvature_pieces``, only where no
+    cell needs a split for another reason), whether a steep cell cannot be split, whether a cell
+    to split is steep, and whether the log-density is finite nowhere. ``limits`` are the
+    refinement limits of :func:`_constants`."""
+    (
+        negligible_mass,
+        edge_cell_mass,
+        max_cell_mass,
+        resolution_nats,
+        curvature_nats,
+        curvature_mass,
+        max_pieces,
+        curvature_budget,
+    ) = limits
+    f, bound, _, cdf = table
     cells = len(nodes) - 1
-    split = np.zeros(cells, dtype=np.bool_)
+    pieces = np.ones(cells, dtype=np.int64)
     if len(cdf) == 0:
-        return split, False, False, True
-    bound_peak = np.max(log_bound)
-    bound_sum = 0.0
+        return pieces, False, False, True
+    total = 0.0
     for k in range(cells):
-        bound_sum += math.exp(log_bound[k] - bound_peak)
-    log_total = bound_peak + math.log(bound_sum)
-    negligible = log_total + math.log(negligible_mass)
-    edge_cut = log_total + math.log(edge_cell_mass)
+        total += bound[k]
+    negligible = total * negligible_mass
+    edge_cut = total * edge_cell_mass
     most = max_cell_mass * cdf[-1]
-    stuck = split_steep = False
+    stuck = split_steep = any_split = False
     for k in range(cells):
         left, right = f[k], f[k + 1]
-        steep = abs(right - left) > resolution_nats and log_bound[k] > negligible
+        steep = abs(right - left) > resolution_nats and bound[k] > negligible
         steep = steep or (cdf[k + 1] - cdf[k] > most)
         edge = np.isfinite(left) != np.isfinite(right)
-        want = steep or (edge and log_bound[k] > edge_cut)
-        if want and nodes[k + 1] - nodes[k] > min_width:
-            split[k] = True
+        want = steep or (edge and bound[k] > edge_cut)
+        if nodes[k + 1] - nodes[k] > min_width:
+            if want:
+                pieces[k] = 2
+            any_split = any_split or want
             split_steep = split_steep or steep
-        elif want and steep:
+        elif steep:
             stuck = True
-    return split, stuck, split_steep, False
+    if any_split:
+        return pieces, stuck, split_steep, False
+    # Only now, as the reference: cells are cut for their curvature once nothing else needs a
+    # split.
+    error = _interpolation_error(nodes, f)
+    weighted = 0.0
+    for k in range(cells):
+        weighted += (cdf[k + 1] - cdf[k]) / cdf[-1] * error[k]
+    if not weighted > curvature_budget:
+        return pieces, stuck, split_steep, False
+    for k in range(cells):
+        width = nodes[k + 1] - nodes[k]
+        share = (cdf[k + 1] - cdf[k]) / cdf[-1]
+        if width > min_width and share > curvature_mass and error[k] > curvature_nats:
+            wanted = np.ceil(np.sqrt(error[k] / curvature_nats))
+            room = min(max_pieces, np.floor(width / min_width))
+            pieces[k] = int(max(2.0, min(wanted, room)))
+    return pieces, stuck, split_steep, False
 
 
 @_jit
-def _insert(old: np.ndarray, split: np.ndarray, new: np.ndarray) -> np.ndarray:
+def _insert(old: np.ndarray, pieces: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``old`` with ``pieces[k] - 1`` values of ``new`` after its ``k``-th, in order."""
     out = np.empty(len(old) + len(new))
     j = 0
     m = 0
     for k in range(len(old)):
         out[j] = old[k]
         j += 1
-        if k < len(split) and split[k]:
-            out[j] = new[m]
-            j += 1
-            m += 1
+        if k < len(pieces):
+            for _ in range(pieces[k] - 1):
+                out[j] = new[m]
+                j += 1
+                m += 1
     return out
 
 
 @_jit
-def _midpoints(nodes: np.ndarray, split: np.ndarray) -> np.ndarray:
-    """The midpoints of the cells to split, in order."""
+def _subdivisions(nodes: np.ndarray, pieces: np.ndarray) -> np.ndarray:
+    """The points that cut each cell into ``pieces`` equal ones, in order."""
     count = 0
-    for k in range(len(split)):
-        count += split[k]
+    for k in range(len(pieces)):
+        count += pieces[k] - 1
     out = np.empty(count)
     m = 0
-    for k in range(len(split)):
-        if split[k]:
-            out[m] = 0.5 * (nodes[k] + nodes[k + 1])
+    for k in range(len(pieces)):
+        width = nodes[k + 1] - nodes[k]
+        for step in range(1, pieces[k]):
+            out[m] = nodes[k] + width * float(step) / float(pieces[k])
             m += 1
     return out
 
@@ -431,22 +512,22 @@ def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
     n_evals = 0
     while True:
         table = _tabulate(nodes, logp, D)
-        split, stuck, split_steep, empty = _refinement(nodes, table, min_width, limits)
+        pieces, stuck, split_steep, empty = _refinement(nodes, table, min_width, limits)
         if empty:
             return nodes, logp, n_evals, True, False, table
-        midpoints = _midpoints(nodes, split)
-        count = len(midpoints)
+        new_nodes = _subdivisions(nodes, pieces)
+        count = len(new_nodes)
         if count == 0:
             return nodes, logp, n_evals, not stuck, False, table
         if n_evals + count > budget:
             return nodes, logp, n_evals, not split_steep, False, table
-        (line,) = along((x, _index_array(index), midpoints) + extra)  # noqa: RUF005
+        (line,) = along((x, _index_array(index), new_nodes) + extra)  # noqa: RUF005
         if _failed(line):
             return nodes, logp, n_evals, False, True, table
         new_logp = _float64_copy(line)
         n_evals += count
-        nodes = _insert(nodes, split, midpoints)
-        logp = _insert(logp, split, new_logp)
+        nodes = _insert(nodes, pieces, new_nodes)
+        logp = _insert(logp, pieces, new_logp)
 
 
 @_jit

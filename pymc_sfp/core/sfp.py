@@ -38,7 +38,9 @@ __all__ = [
     "SweepInfo",
     "SweepSettings",
     "SweepState",
+    "curvature_pieces",
     "draw_uniforms",
+    "interpolation_error",
     "logp_at_proposal",
     "open_interval",
     "probe_line",
@@ -61,6 +63,26 @@ ENVELOPE_QUANTILE = 1e-6
 #: Change of the log-density (in units of ``D``) between neighbouring nodes above which a cell
 #: that holds mass is split: the conditional is resolved wherever it has mass.
 RESOLUTION_NATS = 5.0
+#: Estimated error (nats) of the piecewise-exponential interpolation inside a cell that holds
+#: mass, from the curvature of the log-density at its ends, above which the cell is split: a
+#: coarse grid is refined where the conditional is curved and has mass, so that a smooth
+#: conditional is resolved with few nodes. Unlike the other criteria it is not required: a line
+#: whose refinement budget ends with only curved cells left counts as resolved.
+CURVATURE_NATS = 0.03
+#: Share of the conditional's mass below which a cell is not split for its curvature: its
+#: interpolation error costs little acceptance.
+CURVATURE_MASS = 0.01
+#: Most pieces a cell is cut into in one round for its curvature.
+MAX_CURVATURE_PIECES = 8
+#: The line's cells are cut for their curvature only where the sum over cells of their share of
+#: the mass times their interpolation error exceeds this (nats). On Gaussians and mixtures that
+#: sum was 2.5-8 times the total-variation distance between the interpolated conditional and the
+#: exact one, which bounds the marginals' error and is about the rejection rate, so below it that
+#: distance stays below about 0.02 (an acceptance of 0.98, below which
+#: :func:`pymc_sfp.sfp_marginals` warns). Refining further does not pay: a round costs a call of
+#: the model and a new table of the line, more than the effective sample size that a rejection
+#: rate of 1-2 % loses (about twice that rate; ``benchmarks/RESULTS.md``, "Grid resolution").
+CURVATURE_BUDGET = 0.05
 #: Share of the conditional's mass (bounded above per cell) below which a cell is not refined.
 NEGLIGIBLE_MASS = 1e-6
 #: Largest share of the conditional's mass that one cell may hold: a conditional whose mass sits
@@ -167,6 +189,42 @@ def open_interval(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.
     return lower + margin, upper - margin
 
 
+def interpolation_error(nodes: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Estimated error (nats) of the linear interpolation of ``f`` inside each cell.
+
+    ``h² |f''| / 8`` with ``h`` the cell's width and ``|f''|`` the larger of the second divided
+    differences at its two ends (zero at the grid's ends and next to a non-finite value): for a
+    Gaussian conditional of sd ``σ`` it is ``h² / (8 σ²)``.
+
+    Parameters
+    ----------
+    nodes : ndarray, shape (G,)
+        Strictly increasing.
+    f : ndarray, shape (G,)
+        The scaled log-density at the nodes (``-inf`` where it is not finite).
+
+    Returns
+    -------
+    ndarray, shape (G - 1,)
+    """
+    width = np.diff(nodes)
+    with np.errstate(invalid="ignore"):
+        slope = np.diff(f) / width
+        bend = np.abs(np.diff(slope)) * 2.0 / (width[:-1] + width[1:])
+    curvature = np.zeros(len(nodes))
+    curvature[1:-1] = np.where(np.isfinite(bend), bend, 0.0)
+    return width * width * np.maximum(curvature[:-1], curvature[1:]) / 8.0
+
+
+def curvature_pieces(error: np.ndarray, width: np.ndarray, min_width: float) -> np.ndarray:
+    """How many equal pieces to cut each cell into for its curvature: enough to bring its
+    interpolation error (which falls with the square of the width) to :data:`CURVATURE_NATS`,
+    at least 2, at most :data:`MAX_CURVATURE_PIECES`, and none narrower than ``min_width``."""
+    wanted = np.ceil(np.sqrt(error / CURVATURE_NATS))
+    most = np.minimum(float(MAX_CURVATURE_PIECES), np.floor(width / min_width))
+    return np.maximum(2.0, np.minimum(wanted, most)).astype(np.int64)
+
+
 def resolve_line(
     x: np.ndarray,
     index: int,
@@ -184,9 +242,15 @@ def resolve_line(
     hide between two nodes); while it holds more than :data:`MAX_CELL_MASS` of the interpolated
     mass (the mode is narrower than the spacing); and while it has one finite and one non-finite
     end and may hold more than :data:`EDGE_CELL_MASS` (the edge of a hard constraint, located by
-    bisection). New nodes
-    are evaluated in one call of ``line_logp`` per round. A line that needs no refinement is
-    returned unchanged, without evaluations.
+    bisection). Once no cell needs a split for those reasons, a line resolved so poorly that the
+    cells' shares of the mass times their interpolation errors (:func:`interpolation_error`) sum
+    to more than :data:`CURVATURE_BUDGET` has its cells that hold more than
+    :data:`CURVATURE_MASS` of the mass and whose error exceeds :data:`CURVATURE_NATS` cut into
+    as many pieces as that error asks for (:func:`curvature_pieces`), so that it takes few
+    rounds: a safety net for a grid much coarser than the conditional (a wide box, a small
+    ``L``), which never takes the budget from the other criteria. New nodes are
+    evaluated in one call of ``line_logp`` per round. A line that needs no refinement is returned
+    unchanged, without evaluations.
 
     Parameters
     ----------
@@ -229,22 +293,34 @@ def resolve_line(
         cumulative = np.concatenate([[0.0], np.cumsum(np.exp(log_mass - np.max(log_mass)))])
         with np.errstate(invalid="ignore"):
             steep = np.abs(right - left) > RESOLUTION_NATS
-        steep = (steep & (log_bound > log_total + np.log(NEGLIGIBLE_MASS))) | (
-            np.diff(cumulative) > MAX_CELL_MASS * cumulative[-1]
-        )
-        split = steep | (edge & (log_bound > log_total + np.log(EDGE_CELL_MASS)))
-        divisible = np.diff(nodes) > min_width
-        unresolved = (split & steep & ~divisible).any()
-        split &= divisible
+        has_mass = log_bound > log_total + np.log(NEGLIGIBLE_MASS)
+        steep = (steep & has_mass) | (np.diff(cumulative) > MAX_CELL_MASS * cumulative[-1])
+        required = steep | (edge & (log_bound > log_total + np.log(EDGE_CELL_MASS)))
+        error = interpolation_error(nodes, f)
+        share = np.diff(cumulative) / cumulative[-1]
+        curved = (share > CURVATURE_MASS) & (error > CURVATURE_NATS)
+        curved &= np.cumsum(share * error)[-1] > CURVATURE_BUDGET
+        width = np.diff(nodes)
+        divisible = width > min_width
+        unresolved = (required & steep & ~divisible).any()
+        # Curvature only costs acceptance: its splits wait until no other cell needs one, so
+        # that they never take the budget from those.
+        split = required & divisible
+        pieces = np.where(split, 2, 1)
+        if not split.any():
+            split = curved & divisible
+            pieces = np.where(split, curvature_pieces(error, width, min_width), 1)
         if not split.any():
             return nodes, logp, n_evals, not unresolved
-        if n_evals + np.count_nonzero(split) > budget:
+        count = int(np.sum(pieces - 1))
+        if n_evals + count > budget:
             return nodes, logp, n_evals, not (split & steep).any()
-        cells = np.flatnonzero(split)
-        midpoints = 0.5 * (nodes[cells] + nodes[cells + 1])
-        new_logp, _ = line_logp(x, index, midpoints)
-        n_evals += len(midpoints)
-        nodes = np.insert(nodes, cells + 1, midpoints)
+        cells = np.repeat(np.arange(len(width)), pieces - 1)
+        step = np.concatenate([np.arange(1, p) for p in pieces]).astype(float)
+        new_nodes = nodes[cells] + width[cells] * step / pieces[cells]
+        new_logp, _ = line_logp(x, index, new_nodes)
+        n_evals += count
+        nodes = np.insert(nodes, cells + 1, new_nodes)
         logp = np.insert(np.asarray(logp, dtype=float), cells + 1, new_logp)
 
 

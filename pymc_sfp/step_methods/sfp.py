@@ -126,10 +126,13 @@ class SFPStep(ArrayStepShared):
         free variable of the model; a discrete one is an error, to be assigned to another step
         in a ``CompoundStep``); together they need at least one element (a lone
         shape-``(0,)`` variable is refused).
-    L : int, default 100
+    L : int, default 50
         Resolution: the number of sine basis functions (``solver="collocation"``, Eq. 11) or of
-        grid points (``solver="quadrature"``). Cost per coordinate is about ``L`` log-density
-        evaluations.
+        grid points (``solver="quadrature"``). The quadrature grid is then refined where the
+        conditional has mass and the grid does not resolve it, so ``L`` is its coarsest
+        resolution; cost per coordinate is about ``L`` log-density evaluations, plus what
+        refinement adds (at the default about 52 in all on Gaussian-like conditionals and 60 on
+        network weights; the paper used ``L = 100``).
     D : float, default 1.0
         Diffusion constant: the chain targets ``exp(logp / D)``; ``D = 1`` is the posterior and
         ``D > 1`` flattens it.
@@ -168,8 +171,10 @@ class SFPStep(ArrayStepShared):
     marginal_points : int, default 100
         Number of points at which each coordinate's conditional CDF is recorded per draw, in the
         sample stats ``sfp_cdf__<name>`` (with the grid's box in ``sfp_box__<name>``), for
-        :func:`pymc_sfp.sfp_marginals`. ``0`` records nothing (memory is
-        ``4 × marginal_points + 32`` bytes per coordinate per draw).
+        :func:`pymc_sfp.sfp_marginals`. Points that are nodes of the grid (``marginal_points ==
+        L``) cost nothing to record; others an ``expm1`` each (at the defaults about 1.5 µs
+        per coordinate per draw). ``0`` records nothing (memory is ``4 × marginal_points + 32``
+        bytes per coordinate per draw).
     model : pm.Model, optional
     rng : RandomGenerator, optional
     initial_point : dict, optional
@@ -195,7 +200,9 @@ class SFPStep(ArrayStepShared):
     wide (:func:`pymc_sfp.core.sfp.probe_line`), so that it grows toward mass it has not seen.
 
     *Resolution.* A quadrature grid is refined where the conditional has mass but the grid does
-    not resolve it, and at the edges of hard constraints
+    not resolve it, at the edges of hard constraints, and, on a line the grid resolves poorly
+    (a box much wider than the conditional), where the conditional has mass and is curved
+    enough for the interpolation to be off by more than 0.03 nats
     (:func:`pymc_sfp.core.sfp.resolve_line`); what stays under-resolved is counted in
     ``n_unresolved``. A collocation ``ŷ`` that is not monotone or leaves ``[0, 1]`` (``L`` too
     small for ``D``) is counted in ``n_invalid`` and replaced, for that draw, by the refined
@@ -264,7 +271,7 @@ class SFPStep(ArrayStepShared):
         self,
         vars: Sequence | None = None,
         *,
-        L: int = 100,
+        L: int = 50,
         D: float = 1.0,
         solver: Literal["quadrature", "collocation"] = "quadrature",
         bounds: Any = None,

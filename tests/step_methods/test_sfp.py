@@ -83,7 +83,10 @@ def test_mixture_stats_declared_and_clean(mixture_idata):
     assert float(st["accept"].mean()) > 0.99
     assert int(st["n_invalid"].sum()) == 0
     assert int(st["n_nonfinite"].sum()) == 0
-    assert np.all(st["n_logp_evals"].values == 102)  # start + 100 grid points + proposal
+    # The start, the L = 50 grid points, what refinement adds (at most 4 L), the proposal.
+    evaluations = st["n_logp_evals"].values
+    assert evaluations.min() >= 52
+    assert evaluations.max() <= 2 + 5 * 50
     assert np.isfinite(st["lp"].values).all()
 
 
