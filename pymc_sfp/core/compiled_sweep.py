@@ -350,7 +350,7 @@ def _refinement(
     nodes: np.ndarray,
     table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     min_width: float,
-    limits: tuple[float, float, float, float],
+    limits: tuple[float, ...],
 ):
     """One round of ``resolve_line``'s test on the line's :func:`_tabulate`: the pieces to cut
     each cell into (1: none; for their curvature, ``core.sfp.curvature_pieces``, only where no
