@@ -196,7 +196,7 @@ def benchmark(s: Settings) -> Section:
         "every sampler samples. "
         f"SFP: `SFPStep(bounds=(-10, 60))` (a) / `SFPStep(bounds=(-10, 10))` (b) / `SFPStep()` "
         "(c, automatic box), otherwise "
-        "defaults (L=50, quadrature, correct=True, batched=True, marginal_points=100). NUTS, "
+        "defaults (L=50, quadrature, correct=True, batched=True, marginal_points=99). NUTS, "
         "Metropolis, Slice: PyMC defaults. `SFP (marginal_points=0)` is the same SFP run "
         "without recording conditional CDFs for marginals, to show what that costs. "
         f"`SFP{ONE_CORE}` and `SMC{ONE_CORE}` are the same runs with `cores=1`: PyMC's "

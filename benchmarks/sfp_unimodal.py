@@ -144,7 +144,7 @@ def benchmark(s: Settings) -> Section:
         "`pm.Normal('x', 0, 1, shape=N)`; the correlated target is `pm.MvNormal` with "
         "covariance S R S, R_ij = 0.9^|i−j|, scales S from 0.1 to 10 (log-spaced). SFP: "
         "`SFPStep()` (defaults: automatic boxes, L = 50, compiled sweep, each coordinate's "
-        "conditional CDF recorded at 100 points per draw for the marginals), and the same "
+        "conditional CDF recorded at 99 points per draw for the marginals), and the same "
         "without recording them (`marginal_points=0`); NUTS, Slice: PyMC's defaults. "
         f"`SFP{ONE_CORE}` and `Slice{ONE_CORE}` are the same runs with `cores=1`: PyMC "
         "exchanges every draw between a worker process and the main process, which on cheap "

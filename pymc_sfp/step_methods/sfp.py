@@ -168,13 +168,15 @@ class SFPStep(ArrayStepShared):
         (:func:`pymc_sfp.core.compiled_sweep.compiled_sweep`: the same draws as the NumPy sweep,
         without its Python overhead per coordinate). Default: wherever it is supported (see
         Notes); ``True`` raises where it is not, ``False`` always uses the NumPy sweep.
-    marginal_points : int, default 100
-        Number of points at which each coordinate's conditional CDF is recorded per draw, in the
-        sample stats ``sfp_cdf__<name>`` (with the grid's box in ``sfp_box__<name>``), for
-        :func:`pymc_sfp.sfp_marginals`. Points that are nodes of the grid (``marginal_points ==
-        L``) cost nothing to record; others an ``expm1`` each (at the defaults about 1.5 µs
-        per coordinate per draw). ``0`` records nothing (memory is ``4 × marginal_points + 32``
-        bytes per coordinate per draw).
+    marginal_points : int, optional
+        Number of points, spread evenly over each box, at which each coordinate's conditional
+        CDF is recorded per draw, in the sample stats ``sfp_cdf__<name>`` (with the grid's box in
+        ``sfp_box__<name>``), for :func:`pymc_sfp.sfp_marginals`. Default: ``2 L − 1`` (99 at
+        ``L = 50``), the grid's nodes and its cells' middles, for ``L < 100``; ``L``, its nodes,
+        from ``L = 100`` on: at least 100 points, each recorded at the cost of one ``exp`` per
+        cell at most. Other numbers cost two ``expm1`` per point (at 100 points and ``L = 50``,
+        about 2 µs per coordinate per draw). ``0`` records nothing (memory is
+        ``4 × marginal_points + 32`` bytes per coordinate per draw).
     model : pm.Model, optional
     rng : RandomGenerator, optional
     initial_point : dict, optional
@@ -279,7 +281,7 @@ class SFPStep(ArrayStepShared):
         correct: bool = True,
         batched: bool = True,
         compiled: bool | None = None,
-        marginal_points: int = 100,
+        marginal_points: int | None = None,
         model: pm.Model | None = None,
         rng: Any = None,
         initial_point: dict | None = None,
@@ -294,7 +296,9 @@ class SFPStep(ArrayStepShared):
             raise ValueError(f"solver must be 'quadrature' or 'collocation', got {solver!r}")
         if order not in ("sequential", "random"):
             raise ValueError(f"order must be 'sequential' or 'random', got {order!r}")
-        requirement = "marginal_points must be 0 or an integer >= 2"
+        requirement = "marginal_points must be None, 0 or an integer >= 2"
+        if marginal_points is None:
+            marginal_points = L if L >= 100 else 2 * L - 1
         marginal_points = check_int_at_least(marginal_points, 0, "marginal_points", requirement)
         if marginal_points == 1:
             raise ValueError(f"{requirement}, got 1")

@@ -160,12 +160,14 @@ def compare(
     return info
 
 
+@pytest.mark.parametrize("report", [5, 11], ids=["report-between-nodes", "report-nodes-middles"])
 @pytest.mark.parametrize("correct", [True, False])
-def test_same_draws_as_the_reference_with_refinement(correct):
+def test_same_draws_as_the_reference_with_refinement(correct, report):
     """Six grid points on [-6, 6] are refined on every line; corrected or not, both sweeps make
-    the same draws, quantiles, edge flags and reported CDFs."""
+    the same draws, quantiles, edge flags and reported CDFs, reported between the nodes or at
+    the nodes and the cells' middles (``2 L − 1`` points, ``SFPStep``'s default)."""
     lower, upper = np.full(3, -6.0), np.full(3, 6.0)
-    info = compare(_gaussian, settings(correct), lower, upper, np.zeros(3))
+    info = compare(_gaussian, settings(correct, report=report), lower, upper, np.zeros(3))
     assert info.n_logp_evals > 3 * (6 + correct)  # refinement took place
 
 
@@ -293,6 +295,29 @@ def test_cdf_along_points_is_the_cdf_at_each_point():
     expected = np.array([_cdf_at(nodes, cdf, slopes, p) for p in points])
     np.testing.assert_array_equal(out, expected)
     assert np.all(np.diff(out[:41]) >= 0) and out[0] == 0.0 and out[40] == 1.0
+
+
+def test_a_cells_middle_takes_its_share_of_the_mass_from_one_exponential():
+    """Points at the cells' middles (the default report's) take the middle's share, which agrees
+    with the CDF at the point to rounding on flat, rising, falling, steep (past the overflow of
+    ``expm1``), half-infinite and empty cells; a point just off a middle takes the general
+    path, bit for bit."""
+    nodes = np.linspace(-3.0, 3.0, 13)
+    logp = -0.5 * nodes**2
+    logp[4:6] = -np.inf
+    logp[7] = logp[8]
+    logp[10] = logp[9] + 800.0
+    _, _, slopes, cdf = _tabulate(nodes, logp, 1.0)
+    cdf = cdf / cdf[-1]
+    middles = 0.5 * (nodes[1:] + nodes[:-1])
+    off = middles + 1e-6
+    for points, check in [
+        (middles, lambda out, exact: np.testing.assert_allclose(out, exact, rtol=1e-13, atol=0)),
+        (off, np.testing.assert_array_equal),
+    ]:
+        out = np.empty(len(points))
+        _cdf_along(nodes, cdf, slopes, points, out)
+        check(out, np.array([_cdf_at(nodes, cdf, slopes, p) for p in points]))
 
 
 def test_same_draws_where_cells_are_split_for_their_curvature(monkeypatch):

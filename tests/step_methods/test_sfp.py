@@ -275,6 +275,22 @@ def test_step_function_likelihood_with_quadrature():
     assert sum(s["n_nonfinite"] for s in step_stats) > 0  # counted, never written
 
 
+@pytest.mark.parametrize(("L", "points"), [(50, 99), (20, 39), (100, 100), (150, 150)])
+def test_marginals_are_recorded_at_the_nodes_and_middles_by_default(L, points):
+    """About 100 points or more, each a node of the grid or a cell's middle: ``2 L − 1`` below
+    ``L = 100``, the ``L`` nodes from there on."""
+    with pm.Model():
+        pm.Normal("a", 0.0, 1.0, shape=2)
+        step = SFPStep(L=L)
+    assert step.marginal_points == points
+    assert step.stats_dtypes_shapes["sfp_cdf__a"] == (object, [2, points])
+    fractions = np.linspace(0.0, 1.0, points)
+    nodes = np.linspace(0.0, 1.0, L)
+    middles = 0.5 * (nodes[1:] + nodes[:-1])
+    gap = np.abs(fractions[:, None] - np.concatenate([nodes, middles])[None, :]).min(axis=1)
+    assert gap.max() < 1e-15
+
+
 def test_automatic_box_adapts_during_tuning():
     with pm.Model():
         pm.Normal("a", 300.0, 50.0)

@@ -68,14 +68,16 @@ def test_a_model_that_raises_in_the_compiled_sweep_raises_its_own_error():
         run(step, model, 1)
 
 
+@pytest.mark.parametrize("marginal_points", [4, None])
 @pytest.mark.parametrize("correct", [True, False])
-def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct):
+def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct, marginal_points):
     """30 tuning sweeps (a box refit with its probe at 25): every draw and every stat of the
-    compiled sweep equal the NumPy sweep's from the same seed."""
+    compiled sweep equal the NumPy sweep's from the same seed, with the CDFs recorded between
+    the nodes or by default (at the nodes and the cells' middles)."""
     model = small_model()
     with model:
         steps = [
-            SFPStep(L=8, correct=correct, marginal_points=4, compiled=choice)
+            SFPStep(L=8, correct=correct, marginal_points=marginal_points, compiled=choice)
             for choice in (True, False)
         ]
     assert steps[0].kernel == "numba" and steps[0].fallback_reason is None
