@@ -38,6 +38,7 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -60,7 +61,7 @@ from pytensor.compile.executor import Function
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
-from pytensor.graph.traversal import ancestors, apply_ancestors
+from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
@@ -661,14 +662,20 @@ class JittedLine:
     the model's shared variables (``pm.Data``, the free variables of other steps), read at each
     call of :meth:`extras` because PyMC sets them between steps. For a structured network line
     both are the cached functions of :func:`_cached_line` and ``cache_at`` computes the cache.
+    ``along`` is a tuple of such functions, of one signature, ``along[k]`` serving the
+    coordinates from ``along_starts[k]`` up to the next start: the local line compiled per
+    variable (:class:`_LineByVariable`); one function for the other lines.
     """
 
     point: Callable
-    along: Callable
+    along: tuple[Callable, ...]
     point_cells: tuple
     along_cells: tuple
     cache_at: Callable[[np.ndarray], list] | None = None
     relative: bool = False
+    along_starts: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros(1, dtype=np.int64)
+    )
 
     def extras(self, x: np.ndarray) -> tuple[tuple, tuple]:
         """The further inputs of ``point`` and ``along`` for a sweep starting at ``x``: the
@@ -1027,6 +1034,52 @@ def _cached_line(
     return (*_WRAPPERS[key], (*a_cells, *p_cells), (*a_cells, *f_cells))
 
 
+class _LineByVariable:
+    """The local line compiled per variable (:class:`~pymc_sfp._local_line.LocalLine`), called
+    as one: ``line(x, index, values)`` calls the function of the variable that holds coordinate
+    ``index``.
+
+    Each function takes the model's shared variables (``pm.Data``, other steps' variables) as
+    explicit inputs, all of them in one order, whether it reads them or not: so all have one
+    signature, and the compiled sweep takes them as a tuple of addresses of one type
+    (:func:`~pymc_sfp.core.compiled_sweep.compiled_sweep`), with no jitted caller around them
+    that would be compiled afresh in every process. Their values are read at each call.
+    """
+
+    def __init__(
+        self,
+        alongs: Sequence[pt.TensorVariable],
+        starts: Sequence[int],
+        inputs: list[pt.TensorVariable],
+        compile_kwargs: dict,
+    ):
+        self.shared = [v for v in graph_inputs(alongs) if isinstance(v, SharedVariable)]
+        explicit = [v.type() for v in self.shared]
+        alongs = clone_replace(list(alongs), dict(zip(self.shared, explicit, strict=True)))
+        self.functions = [
+            _compile([*inputs, *explicit], [along], compile_kwargs) for along in alongs
+        ]
+        self.starts = np.asarray(starts, dtype=np.int64)
+
+    def __call__(self, x: np.ndarray, index: np.ndarray, values: np.ndarray) -> list:
+        k = int(np.searchsorted(self.starts, index, side="right")) - 1
+        shared = [v.get_value(borrow=True) for v in self.shared]
+        return self.functions[k](x, index, values, *shared)
+
+    def machine_code(self) -> tuple[tuple[Callable, ...], tuple]:
+        """The functions' Numba callables and the storage cells of the shared variables, their
+        further inputs (:func:`_machine_code`).
+
+        Raises
+        ------
+        NotImplementedError
+            Where :func:`_machine_code` refuses a function.
+        """
+        n_inputs = 3 + len(self.shared)
+        callables = tuple(_machine_code(f, n_inputs)[0] for f in self.functions)
+        return callables, tuple(v.container.storage for v in self.shared)
+
+
 #: The wrappers of :func:`_cached_line` per functions and cache layout, the oldest dropped first.
 _WRAPPERS: dict[tuple, tuple[Callable, Callable]] = {}
 _MOST_WRAPPERS = 32
@@ -1129,7 +1182,7 @@ class LineEvaluator:
         # coordinates whose move needs the network afresh (``None``: no structured line).
         self._network: tuple[Function, CacheUpdate] | None = None
         # The local line (:mod:`pymc_sfp._local_line`), known up to a constant of the line.
-        self._local: Function | None = None
+        self._local: _LineByVariable | None = None
         #: What the line of each coordinate evaluates (the local line's summands), for users.
         self.line_note = "the whole log-density at every point"
         self._jitted_line: JittedLine | None = None
@@ -1159,7 +1212,9 @@ class LineEvaluator:
                 local = local_line(graph.model, graph.value_vars, layout, join, index, values)
                 if local is not None:
                     kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
-                    self._local = _compile([x, index, values], [local.along], kwargs)
+                    self._local = _LineByVariable(
+                        local.along, local.starts, [x, index, values], kwargs
+                    )
             except Exception as err:  # any failure to build it: the general line instead
                 _log.warning("SFP evaluates lines in full: building the local line raised %r", err)
                 local = None
@@ -1223,7 +1278,9 @@ class LineEvaluator:
         logp0 = self._point(x0)[0]
         if not np.isfinite(logp0):
             return False
-        for i in _spread(np.arange(layout.size), _STRUCTURE_CHECKS):
+        # Every variable's line is checked (at its first coordinate at least).
+        checked = np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), local.starts)
+        for i in checked:
             moved = x0.copy()
             moved[i] = 0.5 * (x0[i] + layout.upper[i]) if layout.interval[i] else x0[i] + 0.25
             index = np.asarray(i, dtype=np.int64)
@@ -1276,11 +1333,18 @@ class LineEvaluator:
             return self._jitted_line
         point, point_cells = _machine_code(self._point, 1)
         if self._local is not None:
-            along, along_cells = _machine_code(self._local, 3)
-            self._jitted_line = JittedLine(point, along, point_cells, along_cells, relative=True)
+            alongs, along_cells = self._local.machine_code()
+            self._jitted_line = JittedLine(
+                point,
+                alongs,
+                point_cells,
+                along_cells,
+                relative=True,
+                along_starts=self._local.starts,
+            )
         elif self._network is None:
             along, along_cells = _machine_code(self._along, 3)
-            self._jitted_line = JittedLine(point, along, point_cells, along_cells)
+            self._jitted_line = JittedLine(point, (along,), point_cells, along_cells)
         else:
             forward, update = self._network
             n_cache = len(forward.maker.fgraph.outputs)
@@ -1291,7 +1355,7 @@ class LineEvaluator:
                 update,
                 n_cache,
             )
-            self._jitted_line = JittedLine(point, along, point_cells, along_cells, forward)
+            self._jitted_line = JittedLine(point, (along,), point_cells, along_cells, forward)
         return self._jitted_line
 
     def __getstate__(self) -> dict:

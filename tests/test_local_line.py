@@ -68,7 +68,8 @@ def test_a_separable_model_reads_one_element_per_coordinate():
         "2 (term, variable) pairs one element each, 0 the elements that index it, 0 in full"
         in line.line_note
     )
-    graph = line._local.maker.fgraph
+    [function] = line._local.functions
+    graph = function.maker.fgraph
     assert not graph.clients[graph.inputs[0]]  # the coordinates x
     start = np.linspace(-3.0, 3.0, 200)
     values = np.array([-1.0, 0.5, 4.0])
@@ -259,16 +260,46 @@ def test_another_variables_rows_are_taken_at_the_groups_positions():
         pm.Normal("y", alpha[GROUP] + (XS * beta[GROUP]).sum(-1), 0.7, observed=Y_GROUPS)
     line = evaluator(model)
     assert "2 the elements that index it" in line.line_note
-    fgraph = line._local.maker.fgraph
-    point = fgraph.inputs[0]
-    whole_data = [
-        node
-        for node in fgraph.apply_nodes
-        if any(o.type.ndim and o.type.shape[0] == GROUP.size for o in node.outputs)
-        and point in ancestors(node.inputs)
-    ]
-    assert not whole_data
+    for function in line._local.functions:
+        fgraph = function.maker.fgraph
+        point = fgraph.inputs[0]
+        whole_data = [
+            node
+            for node in fgraph.apply_nodes
+            if any(o.type.ndim and o.type.shape[0] == GROUP.size for o in node.outputs)
+            and point in ancestors(node.inputs)
+        ]
+        assert not whole_data
     assert_line_is_the_log_density(line, np.random.default_rng(3).normal(size=16), seed=4)
+
+
+def test_each_variable_has_a_line_of_its_own():
+    """One compiled function per variable, serving its coordinates: a's line does not read
+    b's likelihood's data, b's does, and every line is the log-density up to a constant, also
+    with the data changed (``pm.set_data``)."""
+    rows = 200
+    with pm.Model() as model:
+        pm.Normal("a", 0.0, 1.0, shape=3)
+        b = pm.Normal("b", 0.0, 1.0)
+        data = pm.Data("data", np.random.default_rng(0).normal(1.0, 1.0, size=rows))
+        pm.Normal("y", b, 1.0, observed=data)
+    line = evaluator(model)
+    assert len(line._local.functions) == 2
+    np.testing.assert_array_equal(line._local.starts, [0, 3])
+
+    def reads_the_data(function):
+        # The shared variables are explicit inputs, after x, index and values.
+        fgraph = function.maker.fgraph
+        [data_input] = fgraph.inputs[3:]
+        return bool(fgraph.clients[data_input])
+
+    a_line, b_line = line._local.functions
+    assert not reads_the_data(a_line)
+    assert reads_the_data(b_line)
+    assert_line_is_the_log_density(line, np.random.default_rng(1).normal(size=4), seed=2)
+    with model:
+        pm.set_data({"data": np.full(rows, -3.0)})
+    assert_line_is_the_log_density(line, np.random.default_rng(1).normal(size=4), seed=2)
 
 
 def test_a_matrix_read_across_its_rows_is_summed_in_full():

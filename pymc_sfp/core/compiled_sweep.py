@@ -21,8 +21,10 @@ PyTensor's Numba backend generates (each returns a tuple of its outputs)::
     along(x, index, values, *along_extra) -> (logp,)  # logp with x[index] = values, shape (G,)
 
 ``index`` is a 0-d int64 array; ``point_extra`` and ``along_extra`` are tuples of further inputs
-passed through unchanged (a compiled model's shared variables). Only the quadrature solver is
-compiled: collocation stays with the reference sweep. Nothing here imports PyMC.
+passed through unchanged (a compiled model's shared variables). ``along`` may also be several
+functions of the same signature, each serving a range of coordinates (``line_starts``): a
+model's line compiled per variable computes only what that variable reads. Only the quadrature
+solver is compiled: collocation stays with the reference sweep. Nothing here imports PyMC.
 
 With ``relative=True`` the line may differ from the log-density by a constant of the line (any
 function of the other coordinates), as a line that evaluates only the terms reading the
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
@@ -554,10 +556,18 @@ def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
 
 
 @_jit
+def _line_of(line_starts: np.ndarray, i: int) -> int:
+    """Which of the line functions serves coordinate ``i``: the last that starts at or before
+    it."""
+    return np.searchsorted(line_starts, i, side="right") - 1
+
+
+@_jit
 def sweep_kernel(
     point,
     point_extra,
-    along,
+    alongs,
+    line_starts,
     along_extra,
     x,
     logp_current,
@@ -577,10 +587,11 @@ def sweep_kernel(
 ):
     """One sweep in machine code: :func:`pymc_sfp.core.sfp.sweep` for the quadrature solver.
 
-    ``point`` and ``along`` are :class:`FunctionAddress` es, called with one tuple of
-    arguments; ``relative``: ``along`` is known up to a constant of the line (module
-    docstring); ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as
-    ``track_quantiles`` (all ``False`` for none); ``constants`` those of :func:`_constants`.
+    ``point`` and each of ``alongs`` are :class:`FunctionAddress` es, called with one tuple of
+    arguments, ``alongs[k]`` for the coordinates from ``line_starts[k]`` up to the next start;
+    ``relative``: the line is known up to a constant of the line (module docstring);
+    ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as ``track_quantiles``
+    (all ``False`` for none); ``constants`` those of :func:`_constants`.
     A NaN ``logp_current`` is evaluated first (as the reference sweep does). Returns the
     coordinate at which a call of the model failed (``-1`` for none, ``len(x)`` for the start's
     evaluation: the sweep stops there), the new position and log-density, then the counts and
@@ -609,6 +620,7 @@ def sweep_kernel(
         a, b = lower[i], upper[i]
         margin = 1e-12 * (b - a)
         nodes, points = _grid(unit_nodes, a, b, interval[i])
+        along = alongs[_line_of(line_starts, i)]
         # The model's functions take one tuple (FunctionAddress); Numba builds it by
         # concatenation, not by unpacking into a display.
         (line,) = along((x, _index_array(i), points) + along_extra)  # noqa: RUF005
@@ -734,15 +746,21 @@ class FunctionAddress(WrapperAddressProtocol):
     in this process and the next. The function is called with one tuple of arguments: the
     overload a call from Python with those arguments unpacked makes (``def f(*args)``, as
     PyTensor's Numba functions are). Built by :func:`_address`.
+
+    ``any_layout``: the arrays it returns are typed with the general layout (``"A"``), so that
+    functions whose outputs are contiguous and functions whose outputs are views have one type
+    and can be passed as one tuple (a line compiled per variable). Numba lays an array out in
+    memory the same way whatever its layout type (data, shape and strides), so reading a
+    contiguous array through the general type reads the same numbers.
     """
 
-    def __init__(self, function: Callable, arguments: tuple):
+    def __init__(self, function: Callable, arguments: tuple, *, any_layout: bool = False):
         function = _taking_a_tuple(function)
         signature = (numba.typeof(arguments),)
         if signature not in function.overloads:
             function(*arguments)
         result = function.overloads[signature]
-        self._signature = result.signature
+        self._signature = _any_layout(result.signature) if any_layout else result.signature
         self._address = result.library.get_pointer_to_function(
             result.fndesc.llvm_cfunc_wrapper_name
         )
@@ -792,15 +810,27 @@ _MOST_ADDRESSES = 64
 _ENTRY_POINTS: dict[tuple, Callable] = {}
 
 
-def _address(function: Callable, extras: tuple, leading: Callable[[], tuple]) -> FunctionAddress:
+def _any_layout(signature: numba.core.typing.Signature) -> numba.core.typing.Signature:
+    """``signature`` with the arrays of its returned tuple typed with the general layout."""
+    returned = signature.return_type
+    if isinstance(returned, numba.types.BaseTuple):
+        relaxed = [t.copy(layout="A") if isinstance(t, numba.types.Array) else t for t in returned]
+        returned = numba.types.Tuple(relaxed)
+    return numba.core.typing.signature(returned, *signature.args)
+
+
+def _address(
+    function: Callable, extras: tuple, leading: Callable[[], tuple], *, any_layout: bool = False
+) -> FunctionAddress:
     """``function``'s :class:`FunctionAddress` for arguments ``(*leading(), *extras)`` of these
     types. The leading arguments' types never change (:func:`compiled_sweep` makes them), so
     only the extras' are looked at; ``leading`` is called, and the function once with copies of
     all the arguments, only when it has no such overload yet."""
-    key = (function, _fingerprint(extras))
+    key = (function, _fingerprint(extras), any_layout)
     address = _ADDRESSES.get(key)
     if address is None:
-        address = _ADDRESSES[key] = FunctionAddress(function, _copied((*leading(), *extras)))
+        arguments = _copied((*leading(), *extras))
+        address = _ADDRESSES[key] = FunctionAddress(function, arguments, any_layout=any_layout)
         if len(_ADDRESSES) > _MOST_ADDRESSES:
             del _ADDRESSES[next(iter(_ADDRESSES))]
     return address
@@ -835,19 +865,21 @@ def compiled_sweep(
     settings: SweepSettings,
     point: Callable,
     point_extra: tuple,
-    along: Callable,
+    along: Callable | Sequence[Callable],
     along_extra: tuple,
     rng: np.random.Generator,
     *,
     order: np.ndarray | None = None,
     track_quantiles: np.ndarray | None = None,
     relative: bool = False,
+    line_starts: np.ndarray | None = None,
 ) -> tuple[SweepState, SweepInfo]:
     """:func:`~pymc_sfp.core.sfp.sweep` in one call of :func:`sweep_kernel`.
 
     Same arguments and results as the reference sweep, with the log-density given as the jitted
     ``point`` and ``along`` and their further inputs (see the module docstring; ``relative``:
-    ``along`` is known up to a constant of the line); each is
+    ``along`` is known up to a constant of the line; several ``along`` functions, of the same
+    signature, serve the coordinates from their ``line_starts`` on); each is
     called once from Python, with copies of the arguments, the first time it is seen with
     arguments of these types. The uniforms are drawn from ``rng`` as the reference draws them,
     so both make the same draws from the same generator state.
@@ -865,13 +897,23 @@ def compiled_sweep(
     uniforms = draw_uniforms(rng, n)
     position = np.ascontiguousarray(state.position, dtype=np.float64)
     point_address = _address(point, point_extra, lambda: (position,))
-    along_address = _address(
-        along, along_extra, lambda: (position, np.array(0, dtype=np.int64), position[:1])
+    alongs = tuple(along) if isinstance(along, Sequence) else (along,)
+    along_addresses = tuple(
+        _address(
+            function,
+            along_extra,
+            lambda: (position, np.array(0, dtype=np.int64), position[:1]),
+            any_layout=True,
+        )
+        for function in alongs
     )
     arguments = (
         point_address,
         tuple(point_extra),
-        along_address,
+        along_addresses,
+        np.zeros(1, dtype=np.int64)
+        if line_starts is None
+        else np.ascontiguousarray(line_starts, dtype=np.int64),
         tuple(along_extra),
         position,
         float(state.logp),
@@ -893,7 +935,7 @@ def compiled_sweep(
         np.ascontiguousarray(uniforms, dtype=np.float64),
         _constants(),
     )
-    kernel = _entry_point(sweep_kernel, (arguments[0], arguments[2]), arguments)
+    kernel = _entry_point(sweep_kernel, (point_address, *along_addresses), arguments)
     failed, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = kernel(*arguments)
     if failed >= 0:
         raise ModelCallError(int(failed) if failed < n else None)

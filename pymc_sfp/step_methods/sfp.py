@@ -494,6 +494,7 @@ class SFPStep(ArrayStepShared):
                 order=np.empty(0, dtype=np.int64),
                 track_quantiles=np.zeros(n, dtype=bool),
                 relative=jitted.relative,
+                line_starts=jitted.along_starts,
             )
         except NotImplementedError as err:
             return str(err)
@@ -586,6 +587,7 @@ class SFPStep(ArrayStepShared):
                     order=order,
                     track_quantiles=track,
                     relative=jitted.relative,
+                    line_starts=jitted.along_starts,
                 )
             except ModelCallError:
                 # Numba printed the model's exception; the NumPy sweep calls the model from

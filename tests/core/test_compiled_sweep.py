@@ -226,6 +226,53 @@ def test_a_start_without_its_log_density_is_evaluated_first(density, start):
     np.testing.assert_array_equal(evaluated.report_cdf, given.report_cdf)
 
 
+@cache
+def one_line_per_coordinate(density):
+    """``along`` of ``density`` as three functions, the ``k``-th right only for coordinate
+    ``k`` (NaN elsewhere), the second returning a strided view (Numba's layout ``"A"``, the
+    others ``"C"``), as a line compiled per variable may."""
+    _, along, _, _ = jitted(density)
+
+    def only(k, strided):
+        @numba.njit
+        def along_k(x, index, values):
+            (out,) = along(x, index, values)
+            if index[()] != k:
+                out[:] = np.nan
+            if strided:
+                wide = np.empty(2 * len(out))
+                wide[::2] = out
+                return (wide[::2],)
+            return (out,)
+
+        return along_k
+
+    return tuple(only(k, k == 1) for k in range(3))
+
+
+@pytest.mark.parametrize("order", ["sequential", "random"])
+def test_a_line_given_per_coordinate_range_makes_the_same_draws(order):
+    """``along`` as several functions with ``line_starts``: each coordinate's line is its own
+    function's (the others' NaN would leave the line empty), and the draws are those of the
+    single function."""
+    point, along, _, point_logp = jitted(_gaussian)
+    lower, upper, start = np.full(3, -6.0), np.full(3, 6.0), np.array([0.5, -0.5, 0.0])
+    runs = []
+    for functions, starts in [(along, None), (one_line_per_coordinate(_gaussian), [0, 1, 2])]:
+        rng = np.random.default_rng(5)
+        state = SweepState(start, point_logp(start))
+        for _ in range(5):
+            sweep_order = rng.permutation(3) if order == "random" else None
+            state, info = compiled_sweep(
+                state, lower, upper, settings(True), point, (), functions, (), rng,
+                order=sweep_order, line_starts=starts,
+            )  # fmt: skip
+            assert not info.empty.any()
+        runs.append((state.position, info.n_logp_evals))
+    np.testing.assert_array_equal(runs[1][0], runs[0][0])
+    assert runs[1][1] == runs[0][1]
+
+
 def test_a_line_with_no_finite_density_stays_put():
     """Both sweeps leave a coordinate whose whole box is -inf in place and flag it empty."""
     # x0 + x1 > 1 on all of x0's box, whatever x1 in its box.

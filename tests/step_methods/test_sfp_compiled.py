@@ -166,4 +166,4 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
         draws, _ = run(steps[0], model, 5)
         reference_draws, _ = run(steps[1], model, 5)
         np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
-    assert jitted[1].along is jitted[0].along and jitted[1].point is jitted[0].point
+    assert jitted[1].along[0] is jitted[0].along[0] and jitted[1].point is jitted[0].point
