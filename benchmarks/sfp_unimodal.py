@@ -174,8 +174,8 @@ def benchmark(s: Settings) -> Section:
         "coordinate's conditional is narrow against the joint's extent along the correlated "
         "directions, so every coordinate-wise sampler (SFP, Slice) moves slowly there while "
         "NUTS follows the gradient; its line is the whole log-density (`pm.MvNormal` is one "
-        "term). Recording the marginals moves N·100 CDF values (float32) and each coordinate's "
+        "term). Recording the marginals moves N·99 CDF values (float32) and each coordinate's "
         "box per draw from the workers into the trace: at large N that, more than the sweep, "
-        "is what it costs (memory: 4 × 100 + 32 bytes per coordinate per draw).",
+        "is what it costs (memory: 4 × 99 + 32 bytes per coordinate per draw).",
     ]
     return Section("unimodal", "\n".join(body))

@@ -1272,13 +1272,13 @@ class LineEvaluator:
         self, local: LocalLine, layout: CoordinateLayout, x0: np.ndarray, eps: float
     ) -> bool:
         """Check the local line against the log-density: its change between ``x0`` and a moved
-        point of each coordinate (at most ``_STRUCTURE_CHECKS``, spread over them) must be the
-        log-density's to ``√eps / 10`` relative to the log-density's size; log why not
-        otherwise. Not checked, and not used, where the log-density at ``x0`` is not finite."""
+        point of each coordinate (at most ``_STRUCTURE_CHECKS``, spread over them, and the first
+        of each variable, whose line is a function of its own) must be the log-density's to
+        ``√eps / 10`` relative to the log-density's size; log why not otherwise. Not checked,
+        and not used, where the log-density at ``x0`` is not finite."""
         logp0 = self._point(x0)[0]
         if not np.isfinite(logp0):
             return False
-        # Every variable's line is checked (at its first coordinate at least).
         checked = np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), local.starts)
         for i in checked:
             moved = x0.copy()

@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
+from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.core.types.function_type import WrapperAddressProtocol
 
 from pymc_sfp.core import sfp
@@ -851,7 +853,11 @@ def _entry_point(kernel: Callable, key: tuple, arguments: tuple) -> Callable:
     if entry is None:
         signature = tuple(numba.typeof(v) for v in arguments)
         if signature not in kernel.overloads:
-            kernel.compile(signature)
+            # The addresses are Numba's first-class functions, which it calls experimental at
+            # every compilation: a warning the user can do nothing about.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+                kernel.compile(signature)
         entry = _ENTRY_POINTS[key] = kernel.overloads[signature].entry_point
         if len(_ENTRY_POINTS) > _MOST_ADDRESSES:
             del _ENTRY_POINTS[next(iter(_ENTRY_POINTS))]
