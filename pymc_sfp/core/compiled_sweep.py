@@ -846,17 +846,17 @@ def _entry_point(kernel: Callable, key: tuple, arguments: tuple) -> Callable:
 
     ``key`` stands for the argument types: the callers fix every type but those of function
     addresses, and an address stands for the types of the extras it was built for, so the
-    addresses are the key (:func:`compiled_sweep`: the two of the model; the tempering kernels:
-    the density's or the prior sampler's)."""
+    addresses are the key (:func:`compiled_sweep`: the model's point and line functions; the
+    tempering kernels: the density's or the prior sampler's)."""
     key = (kernel, *key)
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
-        signature = tuple(numba.typeof(v) for v in arguments)
-        if signature not in kernel.overloads:
-            # The addresses are Numba's first-class functions, which it calls experimental at
-            # every compilation: a warning the user can do nothing about.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        # The addresses are Numba's first-class functions, which it calls experimental when it
+        # types a tuple of them and when it compiles: a warning the user can do nothing about.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+            signature = tuple(numba.typeof(v) for v in arguments)
+            if signature not in kernel.overloads:
                 kernel.compile(signature)
         entry = _ENTRY_POINTS[key] = kernel.overloads[signature].entry_point
         if len(_ENTRY_POINTS) > _MOST_ADDRESSES:

@@ -1,11 +1,14 @@
 """SFPStep's compiled sweep: chosen by default, the same draws and stats as the NumPy sweep
 through tuning (box refits and probes included), and a visible fallback where it cannot run."""
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from numba.core.caching import NullCache
+from numba.core.errors import NumbaExperimentalFeatureWarning
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pytensor.raise_op import Assert
 
@@ -52,6 +55,19 @@ def test_compiled_sweep_is_compiled_once_per_kind_of_model():
     assert step.kernel == "numba"
     assert len(sweep_kernel.overloads) == compiled
     assert not isinstance(sweep_kernel._cache, NullCache)
+
+
+def test_building_the_compiled_sweep_does_not_warn_about_numbas_first_class_functions():
+    """Numba calls the kernel's function addresses experimental when it types a tuple of them
+    (a line per variable) and when it compiles: nothing a user can act on, so not shown."""
+    with pm.Model():
+        pm.Normal("a", 0.0, 1.0, shape=3)
+        pm.Normal("b", 0.0, 1.0, shape=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = SFPStep(L=20, compiled=True)
+    assert step.kernel == "numba" and len(step.evaluator.jitted().along) == 2
+    assert not [w for w in caught if issubclass(w.category, NumbaExperimentalFeatureWarning)]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
