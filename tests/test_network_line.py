@@ -226,6 +226,7 @@ def test_cached_functions_follow_the_point_they_are_called_at():
     model = network_model("group", "linear", (3, 2))
     line, layout, graph = evaluator(model)
     jitted = line.jitted()
+    [along] = jitted.along  # a network's line is one function
     x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
     point_extra, along_extra = jitted.extras(x)
     name = [layout.describe(i).split("[")[0] for i in range(layout.size)]
@@ -244,7 +245,7 @@ def test_cached_functions_follow_the_point_they_are_called_at():
         np.testing.assert_allclose(jitted.point(x, *point_extra)[0], line.logp(x), rtol=1e-12)
         for i in range(0, layout.size, 3):
             values = x[i] + np.linspace(-0.5, 0.5, 3)
-            got = jitted.along(x, np.asarray(i, dtype=np.int64), values, *along_extra)[0]
+            got = along(x, np.asarray(i, dtype=np.int64), values, *along_extra)[0]
             np.testing.assert_allclose(got, line.along(x, i, values)[0], rtol=1e-12, err_msg=str(i))
 
 
@@ -257,6 +258,7 @@ def test_an_accepted_proposal_takes_the_advance_that_point_staged():
     model = network_model("gaussian", "softmax", (3,))
     line, layout, graph = evaluator(model)
     jitted = line.jitted()
+    [along] = jitted.along  # a network's line is one function
     n_cache = len(line._network[0].maker.fgraph.outputs)
     x = layout.from_value(graph.start) + RNG.normal(0.0, 0.3, layout.size)
     name = [layout.describe(i).split("[")[0] for i in range(layout.size)]
@@ -275,7 +277,7 @@ def test_an_accepted_proposal_takes_the_advance_that_point_staged():
                 array[...] = np.nan
             if not taken:
                 proposal[i] -= 0.1
-            got = jitted.along(proposal, index, values, *along_extra)[0]
+            got = along(proposal, index, values, *along_extra)[0]
             if taken:
                 assert np.isnan(got).all()
             else:
