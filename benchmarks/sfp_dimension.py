@@ -28,13 +28,21 @@ if TYPE_CHECKING:
     from sfp_benchmarks import Settings
 
 
-@numba.njit
 def _grid_lines(alongs, starts, extra, x, grid):
     """Every coordinate's line on ``grid``: the N·L log-density evaluations of a sweep
     (``alongs[k]`` the line of the coordinates from ``starts[k]`` on, as the sweep calls them)."""
+    stops = [*starts[1:], len(x)]
+    return sum(
+        _lines_of(along, extra, x, grid, start, stop)
+        for along, start, stop in zip(alongs, starts, stops, strict=True)
+    )
+
+
+@numba.njit
+def _lines_of(along, extra, x, grid, start, stop):
+    """The lines of coordinates ``start`` to ``stop - 1`` on ``grid``, by one function."""
     total = 0.0
-    for i in range(len(x)):
-        along = alongs[np.searchsorted(starts, i, side="right") - 1]
+    for i in range(start, stop):
         (logp,) = along(x, np.array(i, dtype=np.int64), grid, *extra)
         total += logp[0]
     return total
