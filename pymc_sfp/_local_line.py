@@ -21,7 +21,9 @@ only up to a constant of the line. This module builds that *local line*:
 * each variable's contributions, less the coordinate's log-Jacobian, are a graph of their
   own, so that a call computes only what the variable that holds the coordinate reads (one
   graph with a branch per variable ran every branch's fixed part at every call: on a model of
-  seven variables that tripled the time of a small variable's line).
+  seven variables that tripled the time of a small variable's line); variables of fewer than
+  ``OWN_LINE_FROM`` coordinates share one graph with a branch each, which Numba compiles once
+  instead of once per variable (about a second each), for a few µs more per call.
 
 Whether element ``k`` of ``S`` reads only element ``k`` of ``v`` is not assumed from the kind of
 operation: ``S`` is vectorised over rows of ``v`` whose element ``k`` (a symbolic index) takes
@@ -65,7 +67,13 @@ if TYPE_CHECKING:
 
     from pymc_sfp.compile import CoordinateLayout
 
-__all__ = ["LocalLine", "local_line", "unlooped_blockwise"]
+__all__ = ["OWN_LINE_FROM", "LocalLine", "local_line", "unlooped_blockwise"]
+
+#: Variables of fewer coordinates share one graph of the local line (:class:`LocalLine`). A
+#: graph of its own saves a small variable's coordinates the shared graph's fixed cost per call
+#: (a few µs per other variable), but Numba compiles each graph in about a second when a model
+#: is new; at 16 coordinates the saving catches up after some thousands of sweeps.
+OWN_LINE_FROM = 16
 
 
 @dataclass(frozen=True)
@@ -75,14 +83,19 @@ class LocalLine:
     Attributes
     ----------
     along : tuple of TensorVariable
-        One per variable (of size > 0, in the order of the layout), each of shape ``(G,)``: for
-        coordinate ``index`` of that variable, the summands that read it with it at each of
-        ``values`` (sampling coordinates), minus its log-Jacobian there; a graph of the joined
-        coordinates, ``index`` and ``values``. It differs from the log-density along the line by
-        a constant of the line.
+        Graphs of shape ``(G,)``: for coordinate ``index`` of a variable they serve, the
+        summands that read it with it at each of ``values`` (sampling coordinates), minus its
+        log-Jacobian there; graphs of the joined coordinates, ``index`` and ``values``. Each
+        differs from the log-density along the line by a constant of the line. A variable of
+        ``OWN_LINE_FROM`` coordinates or more has a graph of its own; the smaller ones share one,
+        whose part for each variable computes nothing per value where the coordinate is
+        another's.
     starts : tuple of int
-        The first coordinate of each variable: ``along[k]`` serves the coordinates from
-        ``starts[k]`` up to ``starts[k + 1]`` (the last, up to the end).
+        The first coordinate of each variable of size > 0, in the order of the layout: variable
+        ``k`` holds the coordinates from ``starts[k]`` up to ``starts[k + 1]`` (the last, up to
+        the end).
+    line_of : tuple of int
+        Per variable (as ``starts``), the position in ``along`` of its graph.
     n_elements : int
         How many (summand, variable) pairs contribute one element per coordinate.
     n_indexed : int
@@ -94,6 +107,7 @@ class LocalLine:
 
     along: tuple[pt.TensorVariable, ...]
     starts: tuple[int, ...]
+    line_of: tuple[int, ...]
     n_elements: int
     n_indexed: int
     n_summed: int
@@ -133,21 +147,41 @@ def local_line(
     log_lower, log_upper = pt.log(values - a), pt.log(b - values)
     value_scale = pt.switch(is_interval, log_lower - log_upper, values)
     own_jacobian = pt.switch(is_interval, log_lower + log_upper - pt.log(b - a), 0.0)
-    count = values.shape[0]
-    alongs, starts = [], []
+    small = [
+        v
+        for v, where in zip(value_vars, layout.slices, strict=True)
+        if 0 < where.stop - where.start < OWN_LINE_FROM
+    ]
+    alongs: list = []
+    starts, line_of = [], []
+    # Where the small variables' shared graph goes in ``alongs`` (made after the loop), and
+    # their contributions to it: (count, contributions).
+    shared_at: int | None = None
+    shared: list[tuple[pt.TensorVariable, pt.TensorVariable]] = []
     n_elements = n_indexed = n_summed = skipped = 0
     for v, where, shape in zip(value_vars, layout.slices, layout.shapes, strict=True):
         if where.stop == where.start:
             continue  # a variable of size 0 has no coordinate
         starts.append(where.start)
+        on = None
+        if len(small) > 1 and v in small:
+            if shared_at is None:
+                shared_at = len(alongs)
+                alongs.append(None)
+            line_of.append(shared_at)
+            on = (index >= where.start) & (index < where.stop)
+        else:
+            line_of.append(len(alongs))
+        count = values.shape[0] if on is None else pt.switch(on, values.shape[0], 0)
         reading = [(sign, s) for sign, s in summands if v in ancestors([s])]
         skipped += len(summands) - len(reading)
         if not reading:
-            alongs.append(-own_jacobian)
+            if on is None:
+                alongs.append(-own_jacobian)
             continue
         k = pt.clip(index - where.start, 0, where.stop - where.start - 1)
         element = _unravelled(k, shape)
-        own = value_scale.astype(v.dtype)
+        own = value_scale.astype(v.dtype) if on is None else value_scale[:count].astype(v.dtype)
         if shape:
             rows = pt.repeat(v[None], count, axis=0)
             rows = pt.set_subtensor(rows[(slice(None), *element)], own)
@@ -159,7 +193,7 @@ def local_line(
             batched = vectorize_graph(unchecked, replace={v: rows})
             one = _one_element(batched, s, v, element, extra_axes=True)
             if one is None:
-                one = _indexed_elements(unchecked, v, rows, element, own, count)
+                one = _indexed_elements(unchecked, v, rows, element, own, count, on)
                 n_indexed += one is not None
             else:
                 n_elements += 1
@@ -169,12 +203,20 @@ def local_line(
                 contributions.append(sign * one.astype("float64"))
             else:
                 n_summed += 1
-                contributions.append(sign * _summed_along(s, v, rows))
-        alongs.append(pt.add(*contributions) - own_jacobian)
+                contributions.append(sign * _summed_along(s, v, rows, on))
+        if on is None:
+            alongs.append(pt.add(*contributions) - own_jacobian)
+        else:
+            shared.append((count, pt.add(*contributions)))
     if n_elements == 0 and n_indexed == 0 and skipped == 0:
         return None
+    if shared_at is not None:
+        along = -own_jacobian
+        for count, contribution in shared:
+            along = pt.inc_subtensor(along[:count], contribution)
+        alongs[shared_at] = along
     joined, _ = join(alongs)
-    return LocalLine(tuple(joined), tuple(starts), n_elements, n_indexed, n_summed)
+    return LocalLine(tuple(joined), tuple(starts), tuple(line_of), n_elements, n_indexed, n_summed)
 
 
 def _unravelled(k: pt.TensorVariable, shape: tuple[int, ...]) -> tuple:
@@ -228,13 +270,18 @@ def _summed_along(
     summand: pt.TensorVariable,
     v: pt.TensorVariable,
     rows: pt.TensorVariable,
+    on: pt.TensorVariable | None,
 ) -> pt.TensorVariable:
     """The sum of ``summand`` at each row of ``rows`` (values of ``v``), shape ``(G,)``.
 
     The other variables it reads get two leading axes of length 1, which broadcast against the
     rows (which get one): what reads only them is computed once a call, not once a row (a
     Cholesky factor of another variable). Shapes read from them (PyMC broadcasts an observed
-    term to its value's shape) stay unbatched; data (``pm.Data``) is left as it is."""
+    term to its value's shape) stay unbatched; data (``pm.Data``) is left as it is. In a graph
+    shared by several variables, the first axis has length 0 where ``on`` is false (the
+    coordinate is another variable's; ``rows`` is then empty too), so that nothing is computed
+    there: what reads only the others (``theta[idx]`` of the whole data set) would otherwise be
+    computed at every call of the graph."""
     others = [
         other
         for other in graph_inputs([summand])
@@ -250,7 +297,8 @@ def _summed_along(
         if isinstance(node.op, Shape | Shape_i) and node.inputs[0] in others
     }
     [cut] = graph_replace([summand], shapes) if shapes else [summand]
-    replace = {v: rows[None]} | {other: other[None, None] for other in others}
+    first = slice(None) if on is None else slice(pt.switch(on, 1, 0))
+    replace = {v: rows[None][first]} | {other: other[None, None][first] for other in others}
     try:
         batched = vectorize_graph(cut, replace=replace)
     except NotImplementedError:  # an operation of only the others that cannot be batched
@@ -272,6 +320,7 @@ def _indexed_elements(
     element: tuple,
     own: pt.TensorVariable,
     count: pt.TensorVariable,
+    on: pt.TensorVariable | None,
 ) -> pt.TensorVariable | None:
     """Per row of ``rows``, the sum of the elements of ``summand`` that read element
     ``element`` of ``v``, where ``summand`` reads ``v`` only through gathers ``x[idx]`` by one
@@ -319,7 +368,7 @@ def _indexed_elements(
         # The further indices (``beta[group, 0]``) taken of the row: the advanced axis of a
         # gather whose first index is the vector comes first, as the row's point axis does.
         replaced[node.outputs[0]] = row[(slice(None), *rest)][:, None]
-    positions = _positions_of(index, gathers[0].inputs[0], element[0])
+    positions = _positions_of(index, gathers[0].inputs[0], element[0], on)
     outside: dict = {}
     # What each rebuilt variable is: "rows" (the array's rows at the positions, along the line)
     # or "check" (a parameter check's condition over them, which feeds only a check).
@@ -446,10 +495,14 @@ def _rebuilt_check(
 
 
 def _positions_of(
-    index: pt.TensorVariable, x: pt.TensorVariable, k: pt.TensorVariable
+    index: pt.TensorVariable,
+    x: pt.TensorVariable,
+    k: pt.TensorVariable,
+    on: pt.TensorVariable | None,
 ) -> pt.TensorVariable:
     """The positions ``j`` where ``index[j]`` (into the vector ``x``, negative from the end) is
-    ``k``.
+    ``k``; none where ``on`` is false (in a graph shared by several variables, the coordinate
+    is another variable's).
 
     A constant index into a vector of static size is grouped once, here, and a coordinate's
     positions are a slice of the grouping (``O(J)``). Any other (``pm.Data``, which
@@ -461,8 +514,11 @@ def _positions_of(
         wrapped = np.where(wrapped < 0, wrapped + size, wrapped)
         order = np.argsort(wrapped, kind="stable")
         starts = pt.constant(np.searchsorted(wrapped[order], np.arange(size + 1)))
-        return pt.constant(order)[starts[k] : starts[k + 1]]
+        stop = starts[k + 1] if on is None else pt.switch(on, starts[k + 1], starts[k])
+        return pt.constant(order)[starts[k] : stop]
     wrapped = pt.switch(index < 0, index + x.shape[0], index)
+    if on is not None:
+        wrapped = wrapped[: pt.switch(on, wrapped.shape[0], 0)]
     return pt.nonzero(pt.eq(wrapped, k))[0]
 
 

@@ -664,7 +664,8 @@ class JittedLine:
     both are the cached functions of :func:`_cached_line` and ``cache_at`` computes the cache.
     ``along`` is a tuple of such functions, of one signature, ``along[k]`` serving the
     coordinates from ``along_starts[k]`` up to the next start: the local line compiled per
-    variable (:class:`_LineByVariable`); one function for the other lines.
+    variable (:class:`_LineByVariable`, the small variables' shared function repeated); one
+    function for the other lines.
     """
 
     point: Callable
@@ -1046,28 +1047,25 @@ class _LineByVariable:
     that would be compiled afresh in every process. Their values are read at each call.
     """
 
-    def __init__(
-        self,
-        alongs: Sequence[pt.TensorVariable],
-        starts: Sequence[int],
-        inputs: list[pt.TensorVariable],
-        compile_kwargs: dict,
-    ):
-        self.shared = [v for v in graph_inputs(alongs) if isinstance(v, SharedVariable)]
+    def __init__(self, local: LocalLine, inputs: list[pt.TensorVariable], compile_kwargs: dict):
+        self.shared = [v for v in graph_inputs(local.along) if isinstance(v, SharedVariable)]
         explicit = [v.type() for v in self.shared]
-        alongs = clone_replace(list(alongs), dict(zip(self.shared, explicit, strict=True)))
+        alongs = clone_replace(list(local.along), dict(zip(self.shared, explicit, strict=True)))
         self.functions = [
             _compile([*inputs, *explicit], [along], compile_kwargs) for along in alongs
         ]
-        self.starts = np.asarray(starts, dtype=np.int64)
+        #: The first coordinate of each variable, and the position of its function.
+        self.starts = np.asarray(local.starts, dtype=np.int64)
+        self.line_of = local.line_of
 
     def __call__(self, x: np.ndarray, index: np.ndarray, values: np.ndarray) -> list:
         k = int(np.searchsorted(self.starts, index, side="right")) - 1
         shared = [v.get_value(borrow=True) for v in self.shared]
-        return self.functions[k](x, index, values, *shared)
+        return self.functions[self.line_of[k]](x, index, values, *shared)
 
     def machine_code(self) -> tuple[tuple[Callable, ...], tuple]:
-        """The functions' Numba callables and the storage cells of the shared variables, their
+        """The Numba callable of each variable's function (one per entry of :attr:`starts`,
+        a shared function repeated) and the storage cells of the shared variables, their
         further inputs (:func:`_machine_code`).
 
         Raises
@@ -1076,8 +1074,9 @@ class _LineByVariable:
             Where :func:`_machine_code` refuses a function.
         """
         n_inputs = 3 + len(self.shared)
-        callables = tuple(_machine_code(f, n_inputs)[0] for f in self.functions)
-        return callables, tuple(v.container.storage for v in self.shared)
+        callables = [_machine_code(f, n_inputs)[0] for f in self.functions]
+        per_variable = tuple(callables[j] for j in self.line_of)
+        return per_variable, tuple(v.container.storage for v in self.shared)
 
 
 #: The wrappers of :func:`_cached_line` per functions and cache layout, the oldest dropped first.
@@ -1212,9 +1211,7 @@ class LineEvaluator:
                 local = local_line(graph.model, graph.value_vars, layout, join, index, values)
                 if local is not None:
                     kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
-                    self._local = _LineByVariable(
-                        local.along, local.starts, [x, index, values], kwargs
-                    )
+                    self._local = _LineByVariable(local, [x, index, values], kwargs)
             except Exception as err:  # any failure to build it: the general line instead
                 _log.warning("SFP evaluates lines in full: building the local line raised %r", err)
                 local = None

@@ -8,7 +8,7 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.graph.traversal import ancestors
 
-from pymc_sfp import SFPStep
+from pymc_sfp import SFPStep, _local_line
 from pymc_sfp.compile import LineEvaluator, coordinate_layout, step_graph
 from tests.helpers import assert_moments, sample
 
@@ -37,6 +37,20 @@ def evaluator(model: pm.Model) -> LineEvaluator:
     graph = step_graph(model, model.value_vars)
     layout = coordinate_layout(model, model.value_vars, graph.initial_point)
     return LineEvaluator(graph, layout, gradient=False, batched=True)
+
+
+#: Parametrises a test over the two ways of compiling a variable's line: the small variables
+#: (the test models' are all small) in one shared graph, and every variable in a graph of its
+#: own (as a large one is).
+LINE_GRAPHS = pytest.mark.parametrize(
+    "own_line_from", [_local_line.OWN_LINE_FROM, 1], ids=["small-shared", "per-variable"]
+)
+
+
+@pytest.fixture
+def own_line_from(request, monkeypatch):
+    monkeypatch.setattr(_local_line, "OWN_LINE_FROM", request.param)
+    return request.param
 
 
 def sample_sfp(model: pm.Model, seed: int, **options) -> tuple:
@@ -79,7 +93,8 @@ def test_a_separable_model_reads_one_element_per_coordinate():
         np.testing.assert_allclose(logp, moved, rtol=1e-12)
 
 
-def test_a_hierarchical_model_is_the_log_density_up_to_a_constant():
+@LINE_GRAPHS
+def test_a_hierarchical_model_is_the_log_density_up_to_a_constant(own_line_from):
     """Parameter checks (σ > 0), a log-transformed scale, interval coordinates of a matrix, and
     a potential whose element k reads elements k and N-1-k (summed in full, not mistaken for
     one element): along every coordinate the line changes as the log-density does."""
@@ -161,8 +176,9 @@ def hierarchical_regression(data: bool) -> pm.Model:
     return model
 
 
+@LINE_GRAPHS
 @pytest.mark.parametrize("data", [False, True], ids=["constant", "pm.Data"])
-def test_an_indexed_likelihood_reads_the_rows_of_its_group(data):
+def test_an_indexed_likelihood_reads_the_rows_of_its_group(data, own_line_from):
     """A group's coordinate reads the likelihood's rows of that group alone ((term, variable)
     pairs found "through the index": z's and w's), including a group with no rows and one
     reached by a negative index, and the crossed grouping's effect only at those rows; the
@@ -223,7 +239,8 @@ def test_sfp_samples_a_grouped_conjugate_model_through_the_index():
 XS = np.column_stack([X, np.cos(3.0 * X)])
 
 
-def test_varying_slopes_read_the_rows_of_their_group():
+@LINE_GRAPHS
+def test_varying_slopes_read_the_rows_of_their_group(own_line_from):
     """Non-centred slopes beta = mu_b + sigma_b z of shape (5, 2), read through the index on
     their first axis by three likelihoods: ``(X * beta[group]).sum(-1)``, column by column
     (``beta[group, 0]``, ``beta[group][:, 1]``), and as the mean of a (12, 2) y. Coordinate
@@ -273,19 +290,23 @@ def test_another_variables_rows_are_taken_at_the_groups_positions():
     assert_line_is_the_log_density(line, np.random.default_rng(3).normal(size=16), seed=4)
 
 
-def test_each_variable_has_a_line_of_its_own():
-    """One compiled function per variable, serving its coordinates: a's line does not read
-    b's likelihood's data, b's does, and every line is the log-density up to a constant, also
-    with the data changed (``pm.set_data``)."""
+def test_a_large_variable_has_a_line_of_its_own_and_small_ones_share_one():
+    """A variable of OWN_LINE_FROM coordinates or more has a compiled function of its own, the
+    smaller ones share one: a's line does not read b's likelihood's data, the shared one (b's
+    and c's) does, and every line is the log-density up to a constant, also with the data
+    changed (``pm.set_data``)."""
     rows = 200
+    size = _local_line.OWN_LINE_FROM
     with pm.Model() as model:
-        pm.Normal("a", 0.0, 1.0, shape=3)
+        pm.Normal("a", 0.0, 1.0, shape=size)
         b = pm.Normal("b", 0.0, 1.0)
+        pm.Normal("c", 0.0, 1.0, shape=size - 1)
         data = pm.Data("data", np.random.default_rng(0).normal(1.0, 1.0, size=rows))
         pm.Normal("y", b, 1.0, observed=data)
     line = evaluator(model)
     assert len(line._local.functions) == 2
-    np.testing.assert_array_equal(line._local.starts, [0, 3])
+    np.testing.assert_array_equal(line._local.starts, [0, size, size + 1])
+    assert line._local.line_of == (0, 1, 1)
 
     def reads_the_data(function):
         # The shared variables are explicit inputs, after x, index and values.
@@ -293,13 +314,14 @@ def test_each_variable_has_a_line_of_its_own():
         [data_input] = fgraph.inputs[3:]
         return bool(fgraph.clients[data_input])
 
-    a_line, b_line = line._local.functions
+    a_line, shared_line = line._local.functions
     assert not reads_the_data(a_line)
-    assert reads_the_data(b_line)
-    assert_line_is_the_log_density(line, np.random.default_rng(1).normal(size=4), seed=2)
+    assert reads_the_data(shared_line)
+    start = np.random.default_rng(1).normal(size=2 * size)
+    assert_line_is_the_log_density(line, start, seed=2)
     with model:
         pm.set_data({"data": np.full(rows, -3.0)})
-    assert_line_is_the_log_density(line, np.random.default_rng(1).normal(size=4), seed=2)
+    assert_line_is_the_log_density(line, start, seed=2)
 
 
 def test_a_matrix_read_across_its_rows_is_summed_in_full():
