@@ -879,6 +879,7 @@ def compiled_sweep(
     track_quantiles: np.ndarray | None = None,
     relative: bool = False,
     line_starts: np.ndarray | None = None,
+    uniforms: np.ndarray | None = None,
 ) -> tuple[SweepState, SweepInfo]:
     """:func:`~pymc_sfp.core.sfp.sweep` in one call of :func:`sweep_kernel`.
 
@@ -888,7 +889,8 @@ def compiled_sweep(
     signature, serve the coordinates from their ``line_starts`` on); each is
     called once from Python, with copies of the arguments, the first time it is seen with
     arguments of these types. The uniforms are drawn from ``rng`` as the reference draws them,
-    so both make the same draws from the same generator state.
+    so both make the same draws from the same generator state; or given (``uniforms``), as to
+    the reference.
 
     Raises
     ------
@@ -900,7 +902,8 @@ def compiled_sweep(
     if settings.basis is not None:
         raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
     n = len(state.position)
-    uniforms = draw_uniforms(rng, n)
+    if uniforms is None:
+        uniforms = draw_uniforms(rng, n)
     position = np.ascontiguousarray(state.position, dtype=np.float64)
     point_address = _address(point, point_extra, lambda: (position,))
     alongs = tuple(along) if isinstance(along, Sequence) else (along,)

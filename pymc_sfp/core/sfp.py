@@ -407,6 +407,7 @@ def sweep(
     order: np.ndarray | None = None,
     track_quantiles: np.ndarray | None = None,
     relative: bool = False,
+    uniforms: np.ndarray | None = None,
 ) -> tuple[SweepState, SweepInfo]:
     """One SFP sweep: every coordinate, in ``order``, drawn from its conditional on its box.
 
@@ -430,6 +431,10 @@ def sweep(
         ``line_logp`` may differ from the log-density by a constant of the line (a function of
         the other coordinates): the proposal's log-density is then the current one plus the
         change along the line (:func:`logp_at_proposal`).
+    uniforms : ndarray, shape (N, 3), optional
+        The sweep's uniforms (:func:`draw_uniforms`); drawn from ``rng`` when not given. A
+        caller that may run a sweep again after a failed one gives them, so that the second
+        makes the draws the first would have made.
 
     Returns
     -------
@@ -454,7 +459,8 @@ def sweep(
     quantiles = np.full((2, n), np.nan)
     report_grid = np.empty((n, n_report))
     report_cdf = np.empty((n, n_report))
-    uniforms = draw_uniforms(rng, n)
+    if uniforms is None:
+        uniforms = draw_uniforms(rng, n)
     for i in range(n) if order is None else order:
         a, b = lower[i], upper[i]
         nodes = a + settings.unit_nodes * (b - a)

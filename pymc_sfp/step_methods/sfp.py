@@ -45,6 +45,7 @@ from pymc_sfp.core.sfp import (
     SweepInfo,
     SweepSettings,
     SweepState,
+    draw_uniforms,
     probe_line,
     refit_boxes,
     sweep,
@@ -570,6 +571,9 @@ class SFPStep(ArrayStepShared):
         order = self.rng.permutation(layout.size) if self.order == "random" else None
         track = self._auto if self.tune else None
         compiled = self.kernel == "numba"
+        # Drawn here, so that a sweep the NumPy kernel makes again after the compiled one failed
+        # makes the same draws as a step with compiled=False.
+        uniforms = draw_uniforms(self.rng, layout.size)
         if compiled:
             jitted = self.evaluator.jitted()
             point_extra, along_extra = jitted.extras(state.position)
@@ -588,6 +592,7 @@ class SFPStep(ArrayStepShared):
                     track_quantiles=track,
                     relative=jitted.relative,
                     line_starts=jitted.along_starts,
+                    uniforms=uniforms,
                 )
             except ModelCallError:
                 # Numba printed the model's exception; the NumPy sweep calls the model from
@@ -605,6 +610,7 @@ class SFPStep(ArrayStepShared):
                 order=order,
                 track_quantiles=track,
                 relative=self.evaluator.relative,
+                uniforms=uniforms,
             )
         x = state.position
         evaluations = info.n_logp_evals

@@ -13,10 +13,11 @@ from pymc.blocking import DictToArrayBijection, RaveledVars
 from pytensor.raise_op import Assert
 
 from pymc_sfp import SFPStep, nn
-from pymc_sfp.core.compiled_sweep import sweep_kernel
+from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep, sweep_kernel
 from pymc_sfp.learning import marginal_prior
 from pymc_sfp.learning.tabulated_prior import static_shape
 from pymc_sfp.marginals import Marginal
+from pymc_sfp.step_methods import sfp as sfp_module
 
 
 def small_model():
@@ -82,6 +83,29 @@ def test_a_model_that_raises_in_the_compiled_sweep_raises_its_own_error():
     assert step.kernel == "numba"
     with pytest.raises(AssertionError, match="x beyond 2"):
         run(step, model, 1)
+
+
+def test_a_sweep_made_again_after_a_failed_compiled_one_makes_the_numpy_sweeps_draws(
+    monkeypatch,
+):
+    """Where the compiled sweep fails but the model does not raise when the NumPy kernel calls
+    it from Python, the NumPy kernel makes the sweep from the same random numbers: the chain is
+    the chain of ``compiled=False`` from the same seed. The failure is simulated after the
+    compiled sweep has run, so it has taken whatever random numbers it takes."""
+    model = small_model()
+    with model:
+        steps = [SFPStep(L=8, compiled=choice) for choice in (True, False)]
+    calls = []
+
+    def failing_compiled_sweep(*args, **kwargs):
+        calls.append(compiled_sweep(*args, **kwargs))
+        raise ModelCallError(0)
+
+    monkeypatch.setattr(sfp_module, "compiled_sweep", failing_compiled_sweep)
+    draws, _ = run(steps[0], model, 30)
+    reference_draws, _ = run(steps[1], model, 30)
+    assert len(calls) == 30 and steps[0].kernel == "numba"
+    np.testing.assert_array_equal(draws, reference_draws)
 
 
 @pytest.mark.parametrize("marginal_points", [4, None])
