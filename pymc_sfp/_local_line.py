@@ -148,11 +148,7 @@ def local_line(
     log_lower, log_upper = pt.log(values - a), pt.log(b - values)
     value_scale = pt.switch(is_interval, log_lower - log_upper, values)
     own_jacobian = pt.switch(is_interval, log_lower + log_upper - pt.log(b - a), 0.0)
-    small = [
-        v
-        for v, where in zip(value_vars, layout.slices, strict=True)
-        if 0 < where.stop - where.start < OWN_LINE_FROM
-    ]
+    n_small = sum(0 < where.stop - where.start < OWN_LINE_FROM for where in layout.slices)
     alongs: list = []
     starts, line_of = [], []
     # Where the small variables' shared graph goes in ``alongs`` (made after the loop), and
@@ -165,7 +161,7 @@ def local_line(
             continue  # a variable of size 0 has no coordinate
         starts.append(where.start)
         on = None
-        if len(small) > 1 and v in small:
+        if n_small > 1 and where.stop - where.start < OWN_LINE_FROM:
             if shared_at is None:
                 shared_at = len(alongs)
                 alongs.append(None)
