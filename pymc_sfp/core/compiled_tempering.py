@@ -22,9 +22,10 @@ with the same arithmetic in the same order, so the NumPy functions stay the test
 * sums over coordinates are NumPy's pairwise summation, step for step.
 
 The draws and stats are then the reference's up to the last bits of ``exp`` (NumPy's vectorised
-``exp`` and the C library's, which Numba calls, may round differently) and, for a dense mass
-matrix, of the matrix products (NumPy's go through BLAS, which may sum in another order: in a
-10-D test the chains drifted apart by 1e-4 over 80 rounds, while in 2-D they are the same). The
+``exp`` and the C library's, which Numba calls, may round differently). A dense mass matrix's
+products are added in the same order by both, without a fused multiply-add
+(:meth:`pymc_sfp.core.dynamics.RowMassMatrix._times`; with NumPy's ``matmul`` a 10-D test's
+chains drifted apart by 1e-4 over 80 rounds, and a 2-D test's on a CPU with FMA). The
 prior rung's draws are made beforehand (one per round, from
 the prior sampler's own generator) and passed in with their prior and log-likelihood.
 

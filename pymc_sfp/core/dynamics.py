@@ -124,8 +124,13 @@ class RowMassMatrix:
 
     @staticmethod
     def _times(rows: np.ndarray, matrices: np.ndarray) -> np.ndarray:
-        """Each row times its matrix (a row vector on the left)."""
-        return np.matmul(rows[:, None, :], matrices)[:, 0, :]
+        """Each row times its matrix (a row vector on the left).
+
+        Products rounded, then added, as the compiled rounds compute them
+        (:func:`pymc_sfp.core.compiled_tempering._row_times`): NumPy's ``matmul`` fuses a
+        multiply and an add (FMA) on CPUs that have it, so in 2-D its result differed from the
+        compiled one in the last bit on such a CPU, and the chains of the two drifted apart."""
+        return np.add.reduce(rows[:, :, None] * matrices, axis=1)
 
     def velocity(self, momentum: np.ndarray) -> np.ndarray:
         """``M⁻¹ p`` row by row."""

@@ -12,6 +12,10 @@ import pymc_sfp
 from pymc_sfp.core.compiled_tempering import _pairwise_sum
 from pymc_sfp.datasets import multimodal_targets
 
+_FACTOR = np.random.default_rng(0).normal(size=(10, 10))
+#: A well-conditioned dense 10 × 10 mass matrix.
+DENSE_10D = _FACTOR @ _FACTOR.T / 10 + np.eye(10)
+
 
 def _run(model, compiled, tune=60, draws=40, **kwargs):
     with model, warnings.catch_warnings():
@@ -52,10 +56,12 @@ def _assert_same(reference, compiled):
         ("mixture-10d", 1, None),
         ("mixture-2d", 2, {"n_leapfrog": 3, "thin": 2, "correct": False}),
         ("mixture-2d", 2, {"step_size_jitter": 0.0, "alpha": 0.0}),
-        # A dense mass matrix: in 2-D the row-times-matrix products round as NumPy's matmul
-        # does (in higher dimensions BLAS may sum in another order, and chains then drift
-        # apart by rounding).
+        # A dense mass matrix: the NumPy rounds add the row-times-matrix products in the
+        # compiled rounds' order, without the fused multiply-add NumPy's matmul uses on some
+        # CPUs (with matmul the chains drifted apart by rounding: in 2-D on such a CPU, in
+        # 10-D everywhere).
         ("mixture-2d", 2, {"scaling": np.array([[1.0, 0.3], [0.3, 2.0]])}),
+        ("mixture-10d", 1, {"scaling": DENSE_10D}),
     ],
 )
 def test_compiled_rounds_make_the_numpy_draws(name, rounds_per_draw, explorer_kwargs):
