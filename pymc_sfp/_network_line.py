@@ -585,13 +585,27 @@ def _elementwise_source(model: pm.Model, param: pt.TensorVariable) -> pt.TensorV
     return None
 
 
+def _tanh(value: pt.TensorVariable) -> pt.TensorVariable:
+    """``tanh`` through one ``exp``: ``sign(u) (1 − e) / (1 + e)`` with ``e = exp(−2|u|)``.
+
+    Numba's ``tanh`` (the C library's) cost 15.8 ns per value where this cost 4.3 (CHANGELOG),
+    and a hidden unit's ``tanh`` per data point and grid value is most of a line's arithmetic.
+    The absolute error is within ``2 ε`` (inputs below about ``ε`` give 0); ``e`` is in
+    ``(0, 1]``, so nothing overflows. Not for gradients: ``sign`` makes the derivative 0 at 0.
+    Every activation of the line (its cache, its grid values and its advance) goes through it,
+    so that the cached and the moved units agree.
+    """
+    e = pt.exp(-2.0 * pt.abs(value))
+    return pt.sign(value) * ((1.0 - e) / (1.0 + e))
+
+
 def _forward(network: Network, weights: list, biases: list) -> tuple[list, list]:
     """The network at the current point: each layer's input (``X``, then the hidden units) and
     summed input (the last one is the logits)."""
     inputs, summed = [network.X], []
     for W, b in zip(weights, biases, strict=True):
         summed.append(pt.dot(inputs[-1], W) + b)
-        inputs.append(pt.tanh(summed[-1]))
+        inputs.append(_tanh(summed[-1]))
     return inputs, summed
 
 
@@ -644,13 +658,12 @@ class _NetworkAt:
         unit = self.summed[lay][:, j][None, :] + moved[:, None] * feed[None, :]
         later = []
         if lay < len(self.weights) - 1:
-            change = pt.tanh(unit) - self.inputs[lay + 1][:, j][None, :]
+            change = _tanh(unit) - self.inputs[lay + 1][:, j][None, :]
             carried = change[:, :, None] * self.weights[lay + 1][j][None, None, :]
             later.append(self.summed[lay + 1][None] + carried)
             for deeper in range(lay + 1, len(self.weights) - 1):
                 later.append(
-                    pt.matmul(pt.tanh(later[-1]), self.weights[deeper + 1])
-                    + self.biases[deeper + 1]
+                    pt.matmul(_tanh(later[-1]), self.weights[deeper + 1]) + self.biases[deeper + 1]
                 )
         return j, unit, later
 
@@ -726,11 +739,11 @@ def _advance(
 
         put(unit[:1], lay, False)
         if lay < n_layers - 1:
-            put(pt.tanh(unit[:1]), n_layers + lay, False)
+            put(_tanh(unit[:1]), n_layers + lay, False)
         for deeper, moved in enumerate(later, start=lay + 1):
             put(moved[:1], deeper, True)
             if deeper < n_layers - 1:
-                put(pt.tanh(moved[:1]), n_layers + deeper, True)
+                put(_tanh(moved[:1]), n_layers + deeper, True)
         for offset, part in enumerate(prior_parts):
             put(part[:1], prior_at + offset, True)
         plan[lay] = tuple(writes)

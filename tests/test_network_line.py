@@ -359,3 +359,30 @@ def test_the_tabulated_prior_of_sfp_i_keeps_the_weights_structured():
                 assert np.isneginf(along).all()
             for value in (inside[i], 0.99):  # into the marginal's range, and out of it
                 assert_advanced_network_is_the_network(line, x, i, value)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_lines_tanh_is_tanh_to_the_last_places(dtype):
+    # The line's tanh (one exp) against the C library's, over the range a unit's summed input
+    # takes, the values where a formula through exp goes wrong (0, -0, subnormals, overflow of
+    # exp(2|u|), ±inf) and NaN.
+    u = np.concatenate(
+        [
+            RNG.normal(0.0, 3.0, 2000),
+            np.geomspace(1e-300, 1e3, 400),
+            -np.geomspace(1e-300, 1e3, 400),
+            [0.0, -0.0, 5e-324, 19.0, 20.0, 400.0, np.inf, -np.inf],
+        ]
+    ).astype(dtype)
+    value = pt.vector(dtype=dtype)
+    fast = pytensor.function([value], _network_line._tanh(value), mode="NUMBA")(u)
+    exact = np.tanh(u.astype("float64"))
+    assert fast.dtype == dtype
+    eps = np.finfo(dtype).eps
+    # An absolute error: the line sums the units' outputs, so a relative one at tiny inputs
+    # would buy nothing.
+    np.testing.assert_allclose(fast, exact, rtol=0.0, atol=2 * eps)
+    # Never of the wrong sign (inputs below about eps give 0).
+    assert (np.sign(fast) * np.sign(exact) >= 0).all()
+    nan = pytensor.function([value], _network_line._tanh(value), mode="NUMBA")([np.nan])
+    assert np.isnan(nan).all()
