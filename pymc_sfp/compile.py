@@ -50,6 +50,7 @@ import numba
 import numpy as np
 import pymc as pm
 import pytensor
+import pytensor.scalar as ps
 import pytensor.tensor as pt
 from numba.core.dispatcher import Dispatcher
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
@@ -63,6 +64,7 @@ from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
 from pytensor.tensor.type import float_dtypes
@@ -226,12 +228,23 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
 
 
 def _narrows_to_float32(outputs: list) -> bool:
-    """Whether an operation in the graph of ``outputs`` takes float64 and gives float32."""
-    return any(
-        any(getattr(o.type, "dtype", None) == "float32" for o in node.outputs)
-        and any(getattr(i.type, "dtype", None) == "float64" for i in node.inputs)
-        for node in apply_ancestors(outputs)
-    )
+    """Whether an operation in the graph of ``outputs`` takes float64 and gives float32.
+
+    A fill (``Second``) reads only the shape of its first input: a float32 value broadcast to
+    a float64 tensor's shape narrows nothing. PyMC's graphs hold such fills wherever a Python
+    float became a float32 constant (``pm.Uniform("x", -1.0, 1.0)``'s log-density), and
+    counting them kept every such model out of the disk cache, compiled afresh at each step's
+    construction.
+    """
+    for node in apply_ancestors(outputs):
+        inputs = node.inputs
+        if isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, ps.Second):
+            inputs = inputs[1:]
+        if any(getattr(o.type, "dtype", None) == "float32" for o in node.outputs) and any(
+            getattr(i.type, "dtype", None) == "float64" for i in inputs
+        ):
+            return True
+    return False
 
 
 def log_density_eps(graph: StepGraph) -> float:

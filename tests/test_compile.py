@@ -9,6 +9,7 @@ import pytest
 from pytensor.compile.builders import OpFromGraph
 from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import apply_ancestors
+from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.blockwise import Blockwise
 from scipy import special
 
@@ -16,6 +17,7 @@ from pymc_sfp._local_line import unlooped_blockwise
 from pymc_sfp.compile import (
     LineEvaluator,
     _compile,
+    _narrows_to_float32,
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_logp_dlogp,
@@ -313,3 +315,18 @@ def test_a_graph_operation_that_is_not_elementwise_stays_looped():
         np.sum(values[:, 1:] * values[:, :-1], axis=1),
         rtol=1e-14,
     )
+
+
+def test_a_float32_constant_filled_into_a_float64_shape_keeps_the_disk_cache():
+    # pm.Uniform(-1.0, 2.0)'s log-density fills a float32 constant (its Python-float bounds)
+    # into the float64 value's shape: no float64 number becomes float32, so the function goes
+    # to PyTensor's disk cache of Numba code; a cast of float64 to float32 still does not.
+    value = pt.dvector("value")
+    assert not _narrows_to_float32([pt.fill(value, np.float32(-1.5)) + value])
+    assert _narrows_to_float32([pt.cast(value, "float32")])
+    assert _narrows_to_float32([pt.fill(pt.cast(value, "float32"), value)])
+    with pm.Model() as model:
+        pm.Uniform("u", -1.0, 2.0, shape=3)
+    [logp], flat = step_graph(model, model.value_vars).join([model.logp()])
+    function = _compile([flat], [logp], None)
+    assert CACHED_SRC_FUNCTIONS.get(function.vm.jit_fn.py_func) is not None

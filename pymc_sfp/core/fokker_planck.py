@@ -31,7 +31,10 @@ __all__ = [
     "TabulatedConditional",
     "cell_log_mass",
     "collocation_conditional",
+    "conditional_logpdf",
+    "conditional_ppf",
     "is_valid_cdf",
+    "quadrature_cdfs",
     "quadrature_conditional",
 ]
 
@@ -115,6 +118,13 @@ class TabulatedConditional:
     def _cell_mass(self) -> np.ndarray:
         return np.diff(self.cdf)
 
+    def _as_rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The CDF and slopes as ``n`` identical rows (views), for :func:`conditional_ppf`."""
+        return (
+            np.broadcast_to(self.cdf, (n, len(self.cdf))),
+            np.broadcast_to(self.slopes, (n, len(self.slopes))),
+        )
+
     def _cell_of(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = np.clip(np.searchsorted(self.nodes, x, side="right") - 1, 0, len(self.nodes) - 2)
         width = self.nodes[k + 1] - self.nodes[k]
@@ -122,15 +132,9 @@ class TabulatedConditional:
 
     def ppf(self, u: np.ndarray | float) -> np.ndarray:
         """Inverse CDF: the value below which a fraction ``u`` of the mass lies."""
-        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-        mass = self._cell_mass
-        # Never land in an empty cell: search among cells that hold mass.
-        k = np.searchsorted(self.cdf[1:], u, side="left")
-        k = np.clip(k, 0, len(mass) - 1)
-        k = np.where(mass[k] > 0, k, np.argmax(mass > 0))
-        fraction = np.divide(u - self.cdf[k], mass[k], out=np.full_like(u, 0.5), where=mass[k] > 0)
-        t = _fraction_to_offset(np.clip(fraction, 0.0, 1.0), self.slopes[k])
-        return self.nodes[k] + t * (self.nodes[k + 1] - self.nodes[k])
+        u = np.asarray(u, dtype=float)
+        flat = u.reshape(-1)
+        return conditional_ppf(self.nodes, *self._as_rows(len(flat)), flat).reshape(u.shape)
 
     def cdf_at(self, x: np.ndarray | float) -> np.ndarray:
         """CDF at arbitrary points (0 below the box, 1 above)."""
@@ -144,13 +148,8 @@ class TabulatedConditional:
     def logpdf(self, x: np.ndarray | float) -> np.ndarray:
         """Normalised log-density (``-inf`` outside the box and in empty cells)."""
         x = np.asarray(x, dtype=float)
-        k, t = self._cell_of(x)
-        width = self.nodes[k + 1] - self.nodes[k]
-        delta = self.slopes[k]
-        with np.errstate(divide="ignore"):
-            log_mass = np.log(self._cell_mass[k])
-        out = log_mass - np.log(width) + delta * t - _log_exprel(delta)
-        return np.where((x < self.lower) | (x > self.upper), -np.inf, out)
+        flat = x.reshape(-1)
+        return conditional_logpdf(self.nodes, *self._as_rows(len(flat)), flat).reshape(x.shape)
 
     def mass_near_edges(self, fraction: float) -> tuple[float, float]:
         """Probability mass within ``fraction`` of the box width from each edge."""
@@ -166,24 +165,24 @@ def cell_log_mass(nodes: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndar
     ----------
     nodes : ndarray, shape (G,)
         Strictly increasing cell edges.
-    f : ndarray, shape (G,)
-        The log-density at the nodes, ``-inf`` where it is not finite.
+    f : ndarray, shape (..., G)
+        The log-density at the nodes, ``-inf`` where it is not finite (a row per line).
 
     Returns
     -------
-    log_mass : ndarray, shape (G - 1,)
+    log_mass : ndarray, shape (..., G - 1)
         ``log ∫ exp(f)`` over each cell with ``f`` interpolated linearly; a cell with one finite
         and one non-finite end gets the flat density of its finite end; ``-inf`` for a cell
         with no finite end.
-    delta : ndarray, shape (G - 1,)
+    delta : ndarray, shape (..., G - 1)
         The change of ``f`` across each cell (0 unless both ends are finite).
     """
-    width = np.diff(nodes)
-    left, right = f[:-1], f[1:]
+    left, right = f[..., :-1], f[..., 1:]
+    width = np.broadcast_to(np.diff(nodes), left.shape)
     finite = np.isfinite(left) & np.isfinite(right)
-    delta = np.zeros(len(width))
+    delta = np.zeros(left.shape)
     delta[finite] = right[finite] - left[finite]
-    log_mass = np.full(len(width), -np.inf)
+    log_mass = np.full(left.shape, -np.inf)
     log_mass[finite] = np.log(width[finite]) + left[finite] + _log_exprel(delta[finite])
     edge = np.isfinite(left) != np.isfinite(right)
     log_mass[edge] = np.log(width[edge]) + np.maximum(left[edge], right[edge])
@@ -218,16 +217,91 @@ def quadrature_conditional(
     TabulatedConditional or None
         ``None`` when the log-density is not finite at any node.
     """
+    cdf, slopes, valid = quadrature_cdfs(nodes, np.asarray(logdensity)[None], D)
+    if not valid[0]:
+        return None
+    return TabulatedConditional(np.asarray(nodes, dtype=float), cdf[0], slopes[0])
+
+
+def quadrature_cdfs(
+    nodes: np.ndarray, logdensity: np.ndarray, D: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`quadrature_conditional` of many lines tabulated on one grid, as arrays.
+
+    Parameters
+    ----------
+    nodes : ndarray, shape (G,)
+    logdensity : ndarray, shape (R, G)
+        A line per row.
+    D : float
+
+    Returns
+    -------
+    cdf : ndarray, shape (R', G)
+        The CDF at the nodes of each row with a finite log-density somewhere (``R'`` of them).
+    slopes : ndarray, shape (R', G - 1)
+        Their :attr:`TabulatedConditional.slopes`.
+    valid : ndarray of bool, shape (R,)
+        The rows with a finite log-density somewhere, in order.
+    """
     f = np.asarray(logdensity, dtype=float) / D
     f = np.where(np.isfinite(f), f, -np.inf)
-    if not np.isfinite(f).any():
-        return None
-    log_mass, delta = cell_log_mass(nodes, f - np.max(f))
-    mass = np.exp(log_mass - np.max(log_mass))
-    cdf = np.concatenate([[0.0], np.cumsum(mass)])
-    cdf /= cdf[-1]
-    cdf[-1] = 1.0
-    return TabulatedConditional(np.asarray(nodes, dtype=float), cdf, delta)
+    valid = np.isfinite(f).any(axis=1)
+    f = f[valid]
+    log_mass, delta = cell_log_mass(nodes, f - np.max(f, axis=1, keepdims=True))
+    mass = np.exp(log_mass - np.max(log_mass, axis=1, keepdims=True))
+    cdf = np.concatenate([np.zeros((len(f), 1)), np.cumsum(mass, axis=1)], axis=1)
+    cdf /= cdf[:, -1:]
+    cdf[:, -1] = 1.0
+    return cdf, delta, valid
+
+
+def conditional_ppf(
+    nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, u: np.ndarray
+) -> np.ndarray:
+    """Inverse CDFs (:meth:`TabulatedConditional.ppf`) of conditionals on one grid, a row each.
+
+    Parameters
+    ----------
+    nodes : ndarray, shape (T,)
+    cdf, slopes : ndarray, shape (R, T) and (R, T - 1)
+        As :func:`quadrature_cdfs` returns them.
+    u : ndarray, shape (R,)
+        Each row's quantile.
+
+    Returns
+    -------
+    ndarray, shape (R,)
+    """
+    u = np.clip(u, 0.0, 1.0)
+    mass = np.diff(cdf, axis=1)
+    rows = np.arange(len(u))
+    # Each row's searchsorted(cdf[1:], u, side="left"): how many of its values lie below u.
+    k = np.count_nonzero(cdf[:, 1:] < u[:, None], axis=1)
+    k = np.clip(k, 0, mass.shape[1] - 1)
+    # Never land in an empty cell: search among cells that hold mass.
+    k = np.where(mass[rows, k] > 0, k, np.argmax(mass > 0, axis=1))
+    cell = mass[rows, k]
+    fraction = np.divide(u - cdf[rows, k], cell, out=np.full_like(u, 0.5), where=cell > 0)
+    t = _fraction_to_offset(np.clip(fraction, 0.0, 1.0), slopes[rows, k])
+    return nodes[k] + t * (nodes[k + 1] - nodes[k])
+
+
+def conditional_logpdf(
+    nodes: np.ndarray, cdf: np.ndarray, slopes: np.ndarray, x: np.ndarray
+) -> np.ndarray:
+    """Normalised log-densities (:meth:`TabulatedConditional.logpdf`) of conditionals on one
+    grid, a row each (as :func:`conditional_ppf`), each at its own ``x``, shape ``(R,)``;
+    ``-inf`` outside the box and in empty cells."""
+    rows = np.arange(len(x))
+    k = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+    width = nodes[k + 1] - nodes[k]
+    t = (x - nodes[k]) / width
+    delta = slopes[rows, k]
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(cdf[rows, k + 1] - cdf[rows, k])
+    out = log_mass - np.log(width) + delta * t - _log_exprel(delta)
+    return np.where((x < nodes[0]) | (x > nodes[-1]), -np.inf, out)
 
 
 class CollocationBasis:

@@ -29,6 +29,8 @@ from pymc_sfp.core.fokker_planck import (
     TabulatedConditional,
     cell_log_mass,
     collocation_conditional,
+    conditional_logpdf,
+    conditional_ppf,
     quadrature_conditional,
 )
 
@@ -45,6 +47,7 @@ __all__ = [
     "open_interval",
     "probe_line",
     "propose",
+    "propose_on_grid",
     "refit_boxes",
     "resolve_line",
     "sweep",
@@ -324,16 +327,60 @@ def resolve_line(
         logp = np.insert(np.asarray(logp, dtype=float), cells + 1, new_logp)
 
 
+def _defensive_logpdf(conditional_logpdf: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """The defensive proposal's log-density from the conditional's at the same points."""
+    return np.logaddexp(
+        np.log1p(-DEFENSIVE_WEIGHT) + conditional_logpdf,
+        np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
+    )
+
+
 def proposal_logpdf(
     conditional: TabulatedConditional, value: float, lower: float, upper: float
 ) -> float:
     """Log-density of the defensive proposal ``(1 − w) · conditional + w · U(lower, upper)``."""
-    return float(
-        np.logaddexp(
-            np.log1p(-DEFENSIVE_WEIGHT) + conditional.logpdf(value),
-            np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
-        )
+    return float(_defensive_logpdf(conditional.logpdf(value), lower, upper))
+
+
+def propose_on_grid(
+    nodes: np.ndarray,
+    cdf: np.ndarray,
+    slopes: np.ndarray,
+    lower: float,
+    upper: float,
+    current: np.ndarray,
+    uniforms: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Corrected proposals (:func:`propose`) of many lines tabulated on one grid, at once.
+
+    Parameters
+    ----------
+    nodes : ndarray, shape (G,)
+        The grid, from ``lower`` to ``upper``.
+    cdf, slopes : ndarray, shape (R, G) and (R, G - 1)
+        The lines' conditionals (:func:`~pymc_sfp.core.fokker_planck.quadrature_cdfs`).
+    lower, upper : float
+        The box.
+    current : ndarray, shape (R,)
+        Each line's current value.
+    uniforms : ndarray, shape (R, 3)
+        Each line's row of :func:`draw_uniforms`.
+
+    Returns
+    -------
+    proposals : ndarray, shape (R,)
+        The draws, each what :func:`propose` draws from the same row of uniforms.
+    log_q_ratio : ndarray, shape (R,)
+        ``log q(current) − log q(proposal)`` (:func:`proposal_logpdf`), for the Metropolis test.
+    """
+    drawn = conditional_ppf(nodes, cdf, slopes, uniforms[:, 1])
+    uniform = lower + (upper - lower) * uniforms[:, 1]
+    proposals = np.where(uniforms[:, 0] < DEFENSIVE_WEIGHT, uniform, drawn)
+    log_q_proposal = _defensive_logpdf(
+        conditional_logpdf(nodes, cdf, slopes, proposals), lower, upper
     )
+    log_q_current = _defensive_logpdf(conditional_logpdf(nodes, cdf, slopes, current), lower, upper)
+    return proposals, log_q_current - log_q_proposal
 
 
 def draw_uniforms(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -4,10 +4,12 @@ After each reweighting and resampling stage of ``pm.sample_smc``, every particle
 ``n_sweeps`` SFP sweeps (Berrones 2009) on the stage's tempered posterior
 ``p(x) p(y | x)^β``: for each coordinate in turn, the log-density along the coordinate on an
 ``L``-point grid over the box, the conditional CDF from the stationary Fokker–Planck equation
-(Eq. 4, :func:`pymc_sfp.core.fokker_planck.quadrature_conditional`), a draw from it (mixed with a
+(Eq. 4, :func:`pymc_sfp.core.fokker_planck.quadrature_cdfs`), a draw from it (mixed with a
 uniform on the box, the defensive proposal of :mod:`pymc_sfp.core.sfp`) and a Metropolis test.
 The grid of one coordinate of *all* particles is one compiled call (particles × ``L`` points,
-:func:`pymc_sfp.compile.compile_batched_prior_likelihood`), and so are the proposals' tests.
+:func:`pymc_sfp.compile.compile_batched_prior_likelihood`), and so are the proposals' tests; the
+particles' conditionals and draws are computed together, as arrays with a row per particle
+(:func:`pymc_sfp.core.sfp.propose_on_grid`).
 
 It needs no gradient and no tuned scale, so it suits boxed, non-smooth or discontinuous targets
 and conditionals with several modes, where a random walk or the independent proposal of PyMC's
@@ -24,8 +26,8 @@ from pymc.smc.kernels import SMC_KERNEL
 
 from pymc_sfp._validation import check_int_at_least, check_positive_finite
 from pymc_sfp.compile import compile_batched_prior_likelihood, step_graph
-from pymc_sfp.core.fokker_planck import quadrature_conditional
-from pymc_sfp.core.sfp import draw_uniforms, proposal_logpdf, propose
+from pymc_sfp.core.fokker_planck import quadrature_cdfs
+from pymc_sfp.core.sfp import draw_uniforms, propose_on_grid
 
 __all__ = ["SFPKernel"]
 
@@ -102,12 +104,11 @@ class SFPKernel(SMC_KERNEL):
         proposals = x[:, i].copy()
         log_q_ratio = np.full(n, -np.inf)  # no conditional: the particle stays
         uniforms = draw_uniforms(self.rng, n)
-        for k in range(n):
-            conditional = quadrature_conditional(nodes, tempered[k])
-            if conditional is None:
-                continue
-            proposals[k], log_q_proposal = propose(conditional, lower, upper, True, uniforms[k])
-            log_q_ratio[k] = proposal_logpdf(conditional, x[k, i], lower, upper) - log_q_proposal
+        # All particles' conditionals at once: one grid, a row each.
+        cdf, slopes, valid = quadrature_cdfs(nodes, tempered)
+        proposals[valid], log_q_ratio[valid] = propose_on_grid(
+            nodes, cdf, slopes, lower, upper, x[valid, i], uniforms[valid]
+        )
         return proposals, log_q_ratio
 
     def mutate(self) -> None:

@@ -8,7 +8,10 @@ from pymc_sfp.core.fokker_planck import (
     CollocationBasis,
     TabulatedConditional,
     collocation_conditional,
+    conditional_logpdf,
+    conditional_ppf,
     is_valid_cdf,
+    quadrature_cdfs,
     quadrature_conditional,
 )
 
@@ -124,3 +127,40 @@ def test_edge_mass_and_validity_check():
     assert not is_valid_cdf(np.array([0.0, 1.2, 1.0]))
     with pytest.raises(ValueError, match="L must be"):
         CollocationBasis(2)
+
+
+def test_many_lines_on_one_grid_each_get_their_own_conditional():
+    # Gaussian lines of other means and widths, one with no finite value, one with a hole (NaN)
+    # and a hard edge (-inf), tabulated on one grid: each row is its own line's conditional.
+    nodes = np.linspace(-6.0, 6.0, 120)
+    means, sds = np.array([-2.0, 0.0, 0.5, 3.0]), np.array([0.5, 1.0, 2.0, 0.8])
+    lines = stats.norm.logpdf(nodes, means[:, None], sds[:, None])
+    holed = stats.norm.logpdf(nodes, 1.0, 1.0)
+    holed[::9] = np.nan
+    holed[nodes < -1.0] = -np.inf
+    lines = np.vstack([lines[:2], np.full(len(nodes), -np.inf), lines[2:], holed])
+    cdf, slopes, valid = quadrature_cdfs(nodes, lines)
+    assert valid.tolist() == [True, True, False, True, True, True]
+    assert cdf.shape == (5, 120) and slopes.shape == (5, 119)
+    for row, line in zip(cdf, lines[valid], strict=True):
+        assert np.array_equal(row, quadrature_conditional(nodes, line).cdf)
+    # Against the exact CDFs (truncated to the grid), to the quadrature's accuracy at L = 120.
+    exact = stats.norm.cdf(nodes, means[:, None], sds[:, None])
+    exact = (exact - exact[:, :1]) / (exact[:, -1:] - exact[:, :1])
+    np.testing.assert_allclose(cdf[:4], exact, atol=2e-3)
+    # Each row's quantile at its own u, and its log-density at its own point.
+    u = np.array([1e-6, 0.25, 0.5, 0.9, 1 - 1e-9])
+    quantiles = conditional_ppf(nodes, cdf, slopes, u)
+    for k in range(5):
+        alone = TabulatedConditional(nodes, cdf[k], slopes[k])
+        assert float(alone.cdf_at(quantiles[k])) == pytest.approx(u[k], abs=1e-12)
+    # Nothing below the hard edge but in the cell that straddles it.
+    lowest = conditional_ppf(nodes, cdf[4:], slopes[4:], np.array([1e-12]))[0]
+    assert lowest >= nodes[nodes < -1.0][-1]
+    # Normalised (the smooth lines: the holed one jumps, which the trapezoid rule does not see).
+    x = np.linspace(-6.0, 6.0, 20_001)
+    for k in range(4):
+        rows = np.broadcast_to(cdf[k], (len(x), 120)), np.broadcast_to(slopes[k], (len(x), 119))
+        density = np.exp(conditional_logpdf(nodes, *rows, x))
+        assert np.trapezoid(density, x) == pytest.approx(1.0, abs=1e-6)
+    assert conditional_logpdf(nodes, cdf[:1], slopes[:1], np.array([6.5]))[0] == -np.inf

@@ -7,7 +7,12 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from pymc_sfp.core import sfp
-from pymc_sfp.core.fokker_planck import CollocationBasis, cell_log_mass, quadrature_conditional
+from pymc_sfp.core.fokker_planck import (
+    CollocationBasis,
+    cell_log_mass,
+    quadrature_cdfs,
+    quadrature_conditional,
+)
 from pymc_sfp.core.sfp import (
     DEFENSIVE_WEIGHT,
     BoxTuning,
@@ -15,6 +20,8 @@ from pymc_sfp.core.sfp import (
     SweepSettings,
     SweepState,
     proposal_logpdf,
+    propose,
+    propose_on_grid,
     refit_boxes,
     sweep,
     track_boxes,
@@ -152,6 +159,38 @@ def test_defensive_proposal_is_normalised():
     assert np.trapezoid(density, grid) == pytest.approx(1.0, abs=1e-4)
     # The uniform component keeps the density away from zero everywhere on the box.
     assert density.min() >= DEFENSIVE_WEIGHT / 5.0 * (1 - 1e-12)
+
+
+def test_proposals_of_many_lines_are_each_lines_proposal():
+    # Lines of other means on one grid (the particles of SFPKernel): each row's draw and
+    # log q(current) - log q(draw) are those of propose / proposal_logpdf alone, with the
+    # uniforms forced into the defensive component for some rows.
+    rng = np.random.default_rng(3)
+    nodes = np.linspace(-4.0, 5.0, 40)
+    means = rng.uniform(-2.0, 3.0, 300)
+    cdf, slopes, valid = quadrature_cdfs(nodes, -0.5 * (nodes - means[:, None]) ** 2)
+    assert valid.all()
+    uniforms = rng.uniform(size=(300, 3))
+    uniforms[::7, 0] = 0.5 * DEFENSIVE_WEIGHT
+    current = rng.uniform(-4.0, 5.0, 300)
+    proposals, log_q_ratio = propose_on_grid(nodes, cdf, slopes, -4.0, 5.0, current, uniforms)
+    for k in range(300):
+        conditional = quadrature_conditional(nodes, -0.5 * (nodes - means[k]) ** 2)
+        value, log_q = propose(conditional, -4.0, 5.0, True, uniforms[k])
+        assert proposals[k] == value
+        assert log_q_ratio[k] == proposal_logpdf(conditional, current[k], -4.0, 5.0) - log_q
+    # The draws of one line follow its defensive proposal (a KS test at a fixed seed).
+    cdf, slopes, _ = quadrature_cdfs(nodes, np.tile(-0.5 * nodes**2, (5000, 1)))
+    draws, _ = propose_on_grid(
+        nodes, cdf, slopes, -4.0, 5.0, np.zeros(5000), rng.uniform(size=(5000, 3))
+    )
+    conditional = quadrature_conditional(nodes, -0.5 * nodes**2)
+
+    def defensive_cdf(x):
+        uniform = (np.asarray(x) + 4.0) / 9.0
+        return (1 - DEFENSIVE_WEIGHT) * conditional.cdf_at(x) + DEFENSIVE_WEIGHT * uniform
+
+    assert stats.kstest(draws, defensive_cdf).pvalue > 1e-3
 
 
 def _info(n, **fields):
