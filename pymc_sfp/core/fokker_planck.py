@@ -84,6 +84,13 @@ def _offset_to_fraction(t: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.clip(frac, 0.0, 1.0)
 
 
+def _cell_of(nodes: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cell of ``nodes`` that holds each of ``x`` (the first or last one outside them) and
+    the position in it, ``t`` (in ``[0, 1]`` inside)."""
+    k = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+    return k, (x - nodes[k]) / (nodes[k + 1] - nodes[k])
+
+
 @dataclass(frozen=True)
 class TabulatedConditional:
     """A 1-D density on ``[nodes[0], nodes[-1]]`` given by its CDF at nodes.
@@ -125,11 +132,6 @@ class TabulatedConditional:
             np.broadcast_to(self.slopes, (n, len(self.slopes))),
         )
 
-    def _cell_of(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.clip(np.searchsorted(self.nodes, x, side="right") - 1, 0, len(self.nodes) - 2)
-        width = self.nodes[k + 1] - self.nodes[k]
-        return k, (x - self.nodes[k]) / width
-
     def ppf(self, u: np.ndarray | float) -> np.ndarray:
         """Inverse CDF: the value below which a fraction ``u`` of the mass lies."""
         u = np.asarray(u, dtype=float)
@@ -139,7 +141,7 @@ class TabulatedConditional:
     def cdf_at(self, x: np.ndarray | float) -> np.ndarray:
         """CDF at arbitrary points (0 below the box, 1 above)."""
         x = np.asarray(x, dtype=float)
-        k, t = self._cell_of(x)
+        k, t = _cell_of(self.nodes, x)
         inside = self.cdf[k] + self._cell_mass[k] * _offset_to_fraction(
             np.clip(t, 0.0, 1.0), self.slopes[k]
         )
@@ -294,9 +296,8 @@ def conditional_logpdf(
     grid, a row each (as :func:`conditional_ppf`), each at its own ``x``, shape ``(R,)``;
     ``-inf`` outside the box and in empty cells."""
     rows = np.arange(len(x))
-    k = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+    k, t = _cell_of(nodes, x)
     width = nodes[k + 1] - nodes[k]
-    t = (x - nodes[k]) / width
     delta = slopes[rows, k]
     with np.errstate(divide="ignore"):
         log_mass = np.log(cdf[rows, k + 1] - cdf[rows, k])

@@ -327,10 +327,11 @@ def resolve_line(
         logp = np.insert(np.asarray(logp, dtype=float), cells + 1, new_logp)
 
 
-def _defensive_logpdf(conditional_logpdf: np.ndarray, lower: float, upper: float) -> np.ndarray:
-    """The defensive proposal's log-density from the conditional's at the same points."""
+def _defensive_logpdf(log_density: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """The defensive proposal's log-density from the conditional's, ``log_density``, at the
+    same points."""
     return np.logaddexp(
-        np.log1p(-DEFENSIVE_WEIGHT) + conditional_logpdf,
+        np.log1p(-DEFENSIVE_WEIGHT) + log_density,
         np.log(DEFENSIVE_WEIGHT) - np.log(upper - lower),
     )
 
