@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -63,7 +64,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs
-from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS, compile_numba_function_src
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
@@ -902,6 +903,22 @@ def _first_as_scalar_array(values: np.ndarray) -> np.ndarray:
     return values[0:1].reshape(())
 
 
+#: The jitted functions the wrappers of :func:`_cached_line` call, by the names they call.
+_WRAPPER_HELPERS = {
+    "differing": _differing,
+    "moved_to": _moved_to,
+    "write_column": _write_column,
+    "write_whole": _write_whole,
+    "copy_column": _copy_column,
+    "copy_point": _copy_point,
+    "stage": _stage,
+    "is_staged": _is_staged,
+    "first_as_scalar_array": _first_as_scalar_array,
+}
+#: Part of the disk-cache key of the wrappers (:func:`_wrapper`): raise it when what their
+#: machine code holds changes in a way the key does not see.
+_WRAPPER_CACHE_VERSION = 1
+
 _CACHED_LINE = """
 def along(*arguments):
     x, index, values, cx{C}{S}, staged{A}{F} = arguments
@@ -977,6 +994,7 @@ def _cached_line(
     by name, because Numba compiles no call with ``*args`` of mixed types.
     """
     (inner_fn, a_cells), (forward_fn, f_cells), (full_fn, p_cells) = inner, forward, full
+    disk_keys = [_pytensor_key(f) for f in (inner_fn, forward_fn, full_fn)]
     inner_fn, forward_fn, full_fn = map(_first_of_its_kind, (inner_fn, forward_fn, full_fn))
 
     def names(prefix: str, count: int) -> str:
@@ -1025,24 +1043,17 @@ def _cached_line(
         "full": full_fn,
         "layer": update.layer,
         "column": update.column,
-        "differing": _differing,
-        "moved_to": _moved_to,
-        "write_column": _write_column,
-        "write_whole": _write_whole,
-        "copy_column": _copy_column,
-        "copy_point": _copy_point,
-        "stage": _stage,
-        "is_staged": _is_staged,
-        "first_as_scalar_array": _first_as_scalar_array,
+        **_WRAPPER_HELPERS,
     }
     # The same wrappers for the same functions and cache layout (a model built again), compiled
     # once (see _first_of_its_kind). The key holds the functions, so an identity is never that
     # of a function since freed.
-    key = (inner_fn, forward_fn, full_fn, update.layer.tobytes(), update.column.tobytes(), source)
+    frozen = (update.layer.tobytes(), update.column.tobytes(), source)
+    key = (inner_fn, forward_fn, full_fn, *frozen)
     if key not in _WRAPPERS:
-        exec(compile(source, "<pymc_sfp cached network line>", "exec"), namespace)
-        jit = numba.njit(nogil=True)
-        _WRAPPERS[key] = jit(namespace["point"]), jit(namespace["along"])
+        _WRAPPERS[key] = tuple(
+            _wrapper(source, name, namespace, disk_keys, frozen) for name in ("point", "along")
+        )
         if len(_WRAPPERS) > _MOST_WRAPPERS:  # functions without a PyTensor key never recur
             del _WRAPPERS[next(iter(_WRAPPERS))]
     return (*_WRAPPERS[key], (*a_cells, *p_cells), (*a_cells, *f_cells))
@@ -1095,6 +1106,33 @@ class _LineByVariable:
 #: The wrappers of :func:`_cached_line` per functions and cache layout, the oldest dropped first.
 _WRAPPERS: dict[tuple, tuple[Callable, Callable]] = {}
 _MOST_WRAPPERS = 32
+
+
+def _pytensor_key(jit_fn: Callable) -> str | None:
+    """PyTensor's disk-cache key of a Numba function it generated, or ``None``."""
+    return CACHED_SRC_FUNCTIONS.get(getattr(jit_fn, "py_func", None))
+
+
+def _wrapper(
+    source: str, name: str, namespace: dict, disk_keys: list[str | None], frozen: tuple
+) -> Callable:
+    """The jitted function ``name`` of the generated ``source`` of :func:`_cached_line`.
+
+    Numba's disk cache needs a source file, which generated code has not; without it each
+    process compiled the two wrappers afresh (about 1.8 s each, most of an ``SFPStep``'s
+    construction on a network model built again). When PyTensor keyed the three functions
+    the wrappers call (its disk cache is on), the wrappers go into PyTensor's Numba cache
+    under a key of what their machine code holds: those keys, the constants ``frozen`` into
+    them (the layers, the columns, the source) and the source of the helpers they call.
+    """
+    # A module to name in the cached environment of the function's Python wrapper.
+    function = compile_numba_function_src(source, name, {**namespace, "__name__": __name__})
+    if all(disk_keys) and pytensor.config.numba__cache:
+        helpers = [inspect.getsource(f.py_func) for f in _WRAPPER_HELPERS.values()]
+        payload = repr((_WRAPPER_CACHE_VERSION, name, disk_keys, frozen, helpers))
+        CACHED_SRC_FUNCTIONS[function] = hashlib.sha256(payload.encode()).hexdigest()
+        return numba.njit(nogil=True, cache=True)(function)
+    return numba.njit(nogil=True)(function)
 
 
 #: Most coordinates at which a network's structured line is checked when a step is built.

@@ -1,6 +1,8 @@
 """SFPStep's compiled sweep: chosen by default, the same draws and stats as the NumPy sweep
 through tuning (box refits and probes included), and a visible fallback where it cannot run."""
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -207,3 +209,33 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
         reference_draws, _ = run(steps[1], model, 5)
         np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
     assert jitted[1].along[0] is jitted[0].along[0] and jitted[1].point is jitted[0].point
+
+
+_NETWORK_STEP_SCRIPT = """
+import numpy as np, pymc as pm
+from pymc_sfp import SFPStep, nn
+rng = np.random.default_rng(7)
+with pm.Model():
+    net = nn.mlp(rng.normal(size=(15, 2)), (2, 3, 1), prior="group")
+    nn.gaussian_likelihood(net, rng.normal(size=(15, 1)), sigma=0.5)
+    step = SFPStep(L=10, marginal_points=0)
+jitted = step.evaluator.jitted()
+print(sum(sum(f.stats.cache_hits.values()) for f in (jitted.point, *jitted.along)))
+"""
+
+
+def test_a_network_steps_compiled_wrappers_come_from_the_disk_cache_in_a_new_process():
+    """The wrappers around a network's structured line (``compile._cached_line``) are generated
+    source, which Numba's own disk cache cannot hold; they go into PyTensor's. A second process
+    building the same step loads both from it instead of compiling them (the first may too,
+    if an earlier run cached them)."""
+    hits = [
+        subprocess.run(
+            [sys.executable, "-c", _NETWORK_STEP_SCRIPT],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[-1]
+        for _ in range(2)
+    ]
+    assert hits[1] == "2", hits
