@@ -342,6 +342,140 @@ def compile_batched_prior_likelihood(
     return batched_prior_likelihood
 
 
+@float64_internals()
+def compile_batched_local_lines(
+    graph: StepGraph,
+    whole: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    compile_kwargs: dict | None = None,
+) -> tuple[Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray]], str] | None:
+    """``(X, i, values) ↦ (prior, likelihood)`` along coordinate ``i`` of every row of ``X``.
+
+    The local line (:mod:`pymc_sfp._local_line`) of each part of PyMC's split for tempering
+    (:func:`compile_batched_prior_likelihood`), on PyMC's raveled values: only the terms that
+    read the coordinate, at each of ``values`` (the same for every row), vectorised over the
+    rows. Each output is ``(rows, G)`` and differs from the part's log-density along the row's
+    line by a constant of that row, which a conditional along the line (normalised) and a ratio
+    of two points on it do not see. A model of independent coordinates evaluates one element
+    per value, whatever the number of coordinates or rows, where the whole log-density at
+    every row and value costs ``O(rows · G · N)``.
+
+    ``whole`` is the function of :func:`compile_batched_prior_likelihood` for ``graph``, which
+    the lines are checked against. Returns the function and a note of what each line
+    evaluates, or ``None`` where no part has a local line, the model has one coordinate or a
+    discrete variable (read rounded, which the line does not model), the log-density at
+    ``graph.start`` is not finite, building the lines raises, or they disagree with the
+    log-density at a moved point of a coordinate of each variable (and up to
+    ``_STRUCTURE_CHECKS`` spread over all of them) at ``graph.start``, to ``√eps / 10``
+    relative (``eps`` of the model's coarsest float).
+    """
+    model = graph.model
+    x0 = graph.start
+    at_start = np.array(whole(x0[None, :]))[:, 0]
+    if (
+        x0.size < 2  # one coordinate: every term reads it
+        or any(v.dtype in discrete_types for v in graph.value_vars)
+        or not np.all(np.isfinite(at_start))  # nothing to check the lines against
+    ):
+        return None
+    layout = coordinate_layout(model, graph.value_vars, graph.initial_point)
+    # PyMC's values, not SFPStep's sampling coordinates: no interval is sampled on its own scale.
+    layout = dataclasses.replace(
+        layout,
+        interval=np.zeros(layout.size, dtype=bool),
+        lower=np.full(layout.size, -np.inf),
+        upper=np.full(layout.size, np.inf),
+    )
+    x = pt.vector("values_of_a_row", dtype="float64")
+    index = pt.scalar("index", dtype="int64")
+    values = pt.vector("values", dtype="float64")
+
+    def join(outputs: list) -> tuple[list, pt.TensorVariable]:
+        joined, flat = graph.join(outputs)
+        return clone_replace(joined, {flat: x}), pt.constant(0.0)
+
+    parts = [model.free_RVs, likelihood_terms(model)]
+    [*part_graphs], _ = join([model.logp(vars=terms) for terms in parts])
+    try:
+        lines = [
+            local_line(_terms_view(model, terms), graph.value_vars, layout, join, index, values)
+            for terms in parts
+        ]
+    except Exception as err:  # any failure to build it: the whole log-density instead
+        _log.warning("SFPKernel evaluates lines in full: building the local line raised %r", err)
+        return None
+    if all(line is None for line in lines):
+        return None
+    local = next(line for line in lines if line is not None)
+    along_rows = {x: rows_along(x, index, values)}
+    general = [vectorize_graph(g, replace=along_rows) for g in part_graphs]
+    rows = pt.matrix("rows", dtype="float64", shape=(None, layout.size))
+    kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
+    functions = [
+        _compile(
+            [rows, index, values],
+            vectorize_graph(
+                [general[k] if line is None else line.along[j] for k, line in enumerate(lines)],
+                replace={x: rows},
+            ),
+            kwargs,
+        )
+        for j in range(len(local.along))
+    ]
+    starts = np.asarray(local.starts, dtype=np.int64)
+
+    def local_lines(X: np.ndarray, i: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = int(np.searchsorted(starts, i, side="right")) - 1
+        function = functions[local.line_of[k]]
+        index_ = np.asarray(i, dtype=np.int64)
+        outputs = function(np.ascontiguousarray(X, dtype=np.float64), index_, points)
+        # A line that reads no other coordinate is the same for every row: computed once.
+        shape = (len(X), len(points))
+        return tuple(np.broadcast_to(o, shape) for o in outputs)
+
+    eps = _coarsest_precision(part_graphs)
+    for i in np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), starts):
+        moved = x0.copy()
+        moved[i] += 0.25
+        try:
+            ends = np.array(local_lines(x0[None, :], int(i), np.array([x0[i], moved[i]])))[:, 0]
+        except Exception as err:  # any failure: the whole log-density instead
+            _log.warning("SFPKernel evaluates lines in full: the local line raised %r", err)
+            return None
+        exact = np.array(whole(moved[None, :]))[:, 0] - at_start
+        if not all(map(_line_agrees, ends, exact, at_start, (eps, eps))):
+            where = layout.describe(int(i))
+            _log.warning(
+                "SFPKernel evaluates lines in full: the local line disagrees at %s (%s != %s)",
+                where,
+                ends,
+                exact,
+            )
+            return None
+    n_elements = sum(line.n_elements for line in lines if line is not None)
+    n_indexed = sum(line.n_indexed for line in lines if line is not None)
+    n_summed = sum(line.n_summed for line in lines if line is not None)
+    note = (
+        f"the terms that read the coordinate: {n_elements} (term, variable) pairs one element "
+        f"each, {n_indexed} the elements that index it, {n_summed} in full"
+        + ("; the prior in full" if lines[0] is None else "")
+        + ("; the likelihood in full" if lines[1] is None else "")
+    )
+    return local_lines, note
+
+
+def _terms_view(model: pm.Model, terms: list) -> pm.Model:
+    """A view of ``model`` (as :func:`tempered_model`) whose log-density is that of ``terms``
+    alone (free, observed variables or potentials)."""
+    view = object.__new__(type(model))
+    view.__dict__.update(model.__dict__)
+
+    def logp(vars=None, jacobian: bool = True, sum: bool = True):
+        return model.logp(list(terms) if vars is None else vars, jacobian=jacobian, sum=sum)
+
+    view.logp = logp
+    return view
+
+
 def likelihood_terms(model: pm.Model) -> list:
     """The terms of the model's likelihood: its observed variables and ``pm.Potential`` terms."""
     return [*model.observed_RVs, *model.potentials]
@@ -1150,6 +1284,19 @@ def _coarsest_precision(outputs: list) -> float:
     )
 
 
+def _line_agrees(ends: np.ndarray, exact: float, at_start: float, eps: float) -> bool:
+    """Whether a line known up to a constant, ``ends`` at a point and at a moved point, changes
+    as the log-density does (by ``exact``, from ``at_start``): to ``√eps / 10`` relative to
+    their size, or to no density at the moved point both ways (SFP reads NaN as ``-inf``)."""
+    tolerance = 0.1 * np.sqrt(eps) * max(1.0, abs(at_start), abs(exact))
+    if np.isfinite(exact) and abs(ends[1] - ends[0] - exact) <= tolerance:
+        return True
+    no_density = (np.isneginf(exact) or np.isnan(exact)) and (
+        np.isneginf(ends[1]) or np.isnan(ends[1])
+    )
+    return bool(no_density and np.isfinite(ends[0]))
+
+
 def _spread(items: np.ndarray, most: int) -> np.ndarray:
     """At most ``most`` of ``items``, evenly spread, the first and the last included."""
     if len(items) <= most:
@@ -1338,14 +1485,7 @@ class LineEvaluator:
                 _log.warning("SFP evaluates lines in full: the local line raised %r", err)
                 return False
             exact = self._point(moved)[0] - logp0
-            tolerance = 0.1 * np.sqrt(eps) * max(1.0, abs(logp0), abs(exact))
-            if not (np.isfinite(exact) and abs(ends[1] - ends[0] - exact) <= tolerance):
-                # Zero density both ways (SFP reads NaN as -inf): the line agrees.
-                no_density = (np.isneginf(exact) or np.isnan(exact)) and (
-                    np.isneginf(ends[1]) or np.isnan(ends[1])
-                )
-                if no_density and np.isfinite(ends[0]):
-                    continue
+            if not _line_agrees(ends, exact, logp0, eps):
                 note = f"the local line disagrees at {layout.describe(int(i))}"
                 _log.warning("SFP evaluates lines in full: %s (%s != %s)", note, ends, exact)
                 return False

@@ -18,6 +18,8 @@ from pymc_sfp.compile import (
     LineEvaluator,
     _compile,
     _narrows_to_float32,
+    compile_batched_local_lines,
+    compile_batched_prior_likelihood,
     compile_batched_tempered_density,
     compile_log_likelihood,
     compile_logp_dlogp,
@@ -248,6 +250,71 @@ def test_batched_tempered_density_is_the_prior_at_beta_zero_where_the_likelihood
     assert logp[0] == pytest.approx(prior) and grad[0, 0] == pytest.approx(-0.5 / 4)
     assert logp[1] == -np.inf and split[1, 1] == -np.inf
     assert np.isfinite(logp[2])
+
+
+def _local_and_whole_lines(model: pm.Model, rows: np.ndarray, values: np.ndarray):
+    """The local lines of ``model`` along each coordinate ``i`` of each row, and the whole
+    prior and likelihood at the same points, each ``(2, rows, values)``, by ``i``."""
+    graph = step_graph(model, model.value_vars)
+    whole = compile_batched_prior_likelihood(graph)
+    lines, note = compile_batched_local_lines(graph, whole)
+    for i in range(rows.shape[1]):
+        local = np.array(lines(rows, i, values))
+        points = np.repeat(rows, len(values), axis=0)
+        points[:, i] = np.tile(values, len(rows))
+        yield local, np.array(whole(points)).reshape(local.shape), note
+
+
+def test_batched_local_lines_differ_from_the_whole_log_density_by_a_constant_per_row():
+    """Along every coordinate of every row, the prior's and the likelihood's local lines minus
+    the whole parts are one constant per row: terms one element each (the normal's of ``a``),
+    terms that read several coordinates (the observation of ``a[0] · a[1] + b``, the
+    half-normal's scale), and a hard constraint of one coordinate (``-inf`` in both)."""
+    with pm.Model() as model:
+        a = pm.Normal("a", 0.0, 2.0, shape=3)
+        b = pm.Uniform("b", -1.0, 2.0)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", a[0] * a[1] + b, s, observed=[0.3, -0.2, 0.5])
+        pm.Potential("each", (-0.5 * (a - 1.0) ** 2).sum())
+        pm.Potential("bound", pm.math.switch(a[2] > -1.5, 0.0, -np.inf))
+    rows = np.random.default_rng(0).normal(0.0, 0.7, size=(6, 5))
+    rows[:, 2] = np.abs(rows[:, 2])  # inside the constraint
+    values = np.linspace(-3.0, 3.0, 13)
+    lines = list(_local_and_whole_lines(model, rows, values))
+    for i, (local, whole, _) in enumerate(lines):
+        assert local.shape == whole.shape == (2, 6, 13)
+        assert np.array_equal(np.isneginf(local), np.isneginf(whole)), i
+        finite = np.isfinite(whole)
+        assert finite.sum(axis=2).min() >= 2  # each row's line is compared somewhere
+        with np.errstate(invalid="ignore"):  # -inf - -inf, masked
+            offset = np.where(finite, local - whole, np.nan)
+        spread = np.nanmax(offset, axis=2) - np.nanmin(offset, axis=2)
+        assert np.all(spread < 1e-9 * np.abs(whole[finite]).max()), (i, spread)
+    assert "2 (term, variable) pairs one element each" in lines[0][2]  # a's prior, "each"
+
+
+def test_a_coordinate_line_reading_no_other_coordinate_is_computed_once_for_all_rows():
+    """Independent coordinates: each line is one element per value, whatever the rows, and
+    equals the whole log-density's change along it."""
+    with pm.Model() as model:
+        x = pm.Uniform("x", -10.0, 10.0, shape=4)
+        per_mode = pm.logp(pm.Normal.dist([-6.0, 0.0, 6.0], 0.5), x[:, None])
+        pm.Potential("mixture", pm.math.logsumexp(per_mode, axis=1).sum())
+    rows = np.random.default_rng(1).normal(0.0, 1.0, size=(3, 4))
+    for local, whole, _ in _local_and_whole_lines(model, rows, np.linspace(-4.0, 4.0, 9)):
+        assert np.all(local == local[:, :1])  # the same line for every row
+        np.testing.assert_allclose(
+            local - local[:, :, :1], whole - whole[:, :, :1], rtol=1e-12, atol=1e-9
+        )
+
+
+def test_batched_local_lines_are_refused_for_a_discrete_variable():
+    """PyMC's SMC reads a discrete variable's particles rounded, which the line does not."""
+    with pm.Model() as model:
+        pm.Poisson("k", 3.0)
+        pm.Normal("mu", 0.0, 1.0, shape=2)
+    graph = step_graph(model, model.value_vars)
+    assert compile_batched_local_lines(graph, compile_batched_prior_likelihood(graph)) is None
 
 
 def test_prior_sampler_draws_the_joint_prior_in_value_space(model):

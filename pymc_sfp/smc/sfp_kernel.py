@@ -6,7 +6,9 @@ After each reweighting and resampling stage of ``pm.sample_smc``, every particle
 ``L``-point grid over the box, the conditional CDF from the stationary Fokker–Planck equation
 (Eq. 4, :func:`pymc_sfp.core.fokker_planck.quadrature_cdfs`), a draw from it (mixed with a
 uniform on the box, the defensive proposal of :mod:`pymc_sfp.core.sfp`) and a Metropolis test.
-The grid of one coordinate of *all* particles is one compiled call (particles × ``L`` points,
+The grid of one coordinate of *all* particles is one compiled call of the terms that read the
+coordinate (particles × ``L`` values of each, :func:`pymc_sfp.compile.compile_batched_local_lines`;
+the whole log-density at every particle and value where the model has no such split,
 :func:`pymc_sfp.compile.compile_batched_prior_likelihood`), and so are the proposals' tests; the
 particles' conditionals and draws are computed together, as arrays with a row per particle
 (:func:`pymc_sfp.core.sfp.propose_on_grid`).
@@ -25,7 +27,11 @@ from pymc.model import modelcontext
 from pymc.smc.kernels import SMC_KERNEL
 
 from pymc_sfp._validation import check_int_at_least, check_positive_finite
-from pymc_sfp.compile import compile_batched_prior_likelihood, step_graph
+from pymc_sfp.compile import (
+    compile_batched_local_lines,
+    compile_batched_prior_likelihood,
+    step_graph,
+)
 from pymc_sfp.core.fokker_planck import quadrature_cdfs
 from pymc_sfp.core.sfp import draw_uniforms, propose_on_grid
 
@@ -38,8 +44,10 @@ class SFPKernel(SMC_KERNEL):
     Parameters
     ----------
     L : int, default 50
-        Grid points per coordinate (Berrones' ``L``); each stage costs
-        ``n_sweeps · N · (L + 1)`` log-density evaluations per particle for ``N`` coordinates.
+        Grid points per coordinate (Berrones' ``L``); each stage costs, per particle and for
+        ``N`` coordinates, ``n_sweeps · N · L`` evaluations of the terms that read a coordinate
+        (of the whole log-density where the model has no such split: see ``line_note``) and
+        ``n_sweeps · N`` of the whole log-density.
     n_sweeps : int, default 1
         SFP sweeps per stage.
     box_margin : float, default 0.5
@@ -55,7 +63,18 @@ class SFPKernel(SMC_KERNEL):
     to the box*: the box follows the population from stage to stage, and mass beyond
     ``box_margin`` times the population's range on either side is not proposed at that stage.
     Non-finite log-densities (hard constraints) are proposed with zero probability apart from
-    the defensive uniform, and rejected; they are counted in ``n_nonfinite``.
+    the defensive uniform, and rejected; they are counted in ``n_nonfinite`` (on the grid,
+    those of the terms that read the coordinate).
+
+    Along a coordinate, only the terms of the prior and of the likelihood that read it are
+    evaluated (:func:`pymc_sfp.compile.compile_batched_local_lines`), each particle's line
+    known up to a constant, which neither its conditional nor the Metropolis ratio sees: a
+    sweep of a model whose terms each read few coordinates costs ``O(N)`` per particle, not
+    ``O(N²)``, and a coordinate whose terms read no other coordinate is evaluated once for all
+    particles. The lines are checked against the whole log-density when the kernel is built;
+    ``line_note`` says what they evaluate, or that the whole log-density is evaluated at every
+    point (a model of one coordinate or with a discrete variable, a model whose initial point
+    is outside the support, or a disagreement, which is logged).
     """
 
     stats_dtypes_shapes: dict[str, tuple[type, list]] = {
@@ -77,6 +96,12 @@ class SFPKernel(SMC_KERNEL):
         self._prior_likelihood = compile_batched_prior_likelihood(
             graph, kwargs.get("compile_kwargs")
         )
+        local = compile_batched_local_lines(
+            graph, self._prior_likelihood, kwargs.get("compile_kwargs")
+        )
+        self._local_lines = None if local is None else local[0]
+        #: What the grid of a coordinate evaluates (the local line's terms, or why not).
+        self.line_note = "the whole log-density at every point" if local is None else local[1]
         self._unit = np.linspace(0.0, 1.0, self.L)
         self.accept_rate = np.nan
         self.n_nonfinite = 0
@@ -95,9 +120,12 @@ class SFPKernel(SMC_KERNEL):
         x = self.tempered_posterior
         n = len(x)
         nodes = lower + self._unit * (upper - lower)
-        rows = np.repeat(x, self.L, axis=0)
-        rows[:, i] = np.tile(nodes, n)
-        prior, likelihood = self._prior_likelihood(rows)
+        if self._local_lines is not None:
+            prior, likelihood = self._local_lines(x, i, nodes)
+        else:
+            rows = np.repeat(x, self.L, axis=0)
+            rows[:, i] = np.tile(nodes, n)
+            prior, likelihood = self._prior_likelihood(rows)
         with np.errstate(invalid="ignore"):
             tempered = (prior + self.beta * likelihood).reshape(n, self.L)
         self.n_nonfinite += int(np.count_nonzero(~np.isfinite(tempered)))
