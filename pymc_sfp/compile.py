@@ -43,6 +43,7 @@ import functools
 import hashlib
 import inspect
 import logging
+import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -422,16 +423,7 @@ def compile_batched_local_lines(
         for j in range(len(local.along))
     ]
     starts = np.asarray(local.starts, dtype=np.int64)
-
-    def local_lines(X: np.ndarray, i: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = int(np.searchsorted(starts, i, side="right")) - 1
-        function = functions[local.line_of[k]]
-        index_ = np.asarray(i, dtype=np.int64)
-        outputs = function(np.ascontiguousarray(X, dtype=np.float64), index_, points)
-        # A line that reads no other coordinate is the same for every row: computed once.
-        shape = (len(X), len(points))
-        return tuple(np.broadcast_to(o, shape) for o in outputs)
-
+    local_lines = _BatchedLocalLines(functions, starts, local.line_of)
     eps = _coarsest_precision(part_graphs)
     for i in np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), starts):
         moved = x0.copy()
@@ -461,6 +453,34 @@ def compile_batched_local_lines(
         + ("; the likelihood in full" if lines[1] is None else "")
     )
     return local_lines, note
+
+
+class _BatchedLocalLines:
+    """The function of :func:`compile_batched_local_lines`: ``(X, i, values) ↦ (prior,
+    likelihood)``, calling the compiled function of the variable that holds coordinate ``i``
+    (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``)."""
+
+    def __init__(self, functions: list[Function], starts: np.ndarray, line_of: tuple[int, ...]):
+        self.functions, self.starts, self.line_of = functions, starts, line_of
+
+    def __call__(self, X: np.ndarray, i: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        rows = np.ascontiguousarray(X, dtype=np.float64)
+        outputs = self.functions[self.line_of[k]](rows, np.asarray(i, dtype=np.int64), values)
+        # A line that reads no other coordinate is the same for every row: computed once.
+        return tuple(np.broadcast_to(o, (len(X), len(values))) for o in outputs)
+
+    def __reduce__(self) -> tuple:
+        # pm.sample_smc pickles its kernel for its chain processes, and the compiled graphs
+        # hold float64 constants, which a user's warn_float64 would refuse to rebuild there.
+        state = pickle.dumps((self.functions, self.starts, self.line_of))
+        return _unpickled_local_lines, (state,)
+
+
+def _unpickled_local_lines(state: bytes) -> _BatchedLocalLines:
+    """A pickled :class:`_BatchedLocalLines`, its graphs rebuilt under :func:`float64_internals`."""
+    with float64_internals():
+        return _BatchedLocalLines(*pickle.loads(state))
 
 
 def _terms_view(model: pm.Model, terms: list) -> pm.Model:

@@ -1,6 +1,7 @@
 """The one bridge from a model to compiled functions, tested on its own against PyMC's own
 compiled log-density."""
 
+import cloudpickle
 import numpy as np
 import pymc as pm
 import pytensor
@@ -315,6 +316,23 @@ def test_batched_local_lines_are_refused_for_a_discrete_variable():
         pm.Normal("mu", 0.0, 1.0, shape=2)
     graph = step_graph(model, model.value_vars)
     assert compile_batched_local_lines(graph, compile_batched_prior_likelihood(graph)) is None
+
+
+def test_batched_local_lines_travel_to_a_chain_process_under_warn_float64_raise():
+    """pm.sample_smc pickles its kernel for each chain process; a float32 model's local lines
+    hold float64 constants, which unpickling rebuilds, and a user's warn_float64="raise" must
+    not refuse them there. The unpickled lines give the same values."""
+    with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 3.0, shape=2)
+            s = pm.HalfNormal("s", 1.0)
+            pm.Normal("y", mu[0] + mu[1], s, observed=[0.9, 1.6, 0.4])
+        graph = step_graph(model, model.value_vars)
+        lines, _ = compile_batched_local_lines(graph, compile_batched_prior_likelihood(graph))
+        travelled = cloudpickle.loads(cloudpickle.dumps(lines))
+        rows, values = np.zeros((3, 3)), np.linspace(-1.0, 1.0, 5)
+        for i in range(3):
+            np.testing.assert_array_equal(travelled(rows, i, values), lines(rows, i, values))
 
 
 def test_prior_sampler_draws_the_joint_prior_in_value_space(model):
