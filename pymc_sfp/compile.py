@@ -411,19 +411,17 @@ def compile_batched_local_lines(
     general = [vectorize_graph(g, replace=along_rows) for g in part_graphs]
     rows = pt.matrix("rows", dtype="float64", shape=(None, layout.size))
     kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
-    functions = [
-        _compile(
-            [rows, index, values],
-            vectorize_graph(
-                [general[k] if line is None else line.along[j] for k, line in enumerate(lines)],
-                replace={x: rows},
-            ),
-            kwargs,
+    outputs = [
+        vectorize_graph(
+            [general[k] if line is None else line.along[j] for k, line in enumerate(lines)],
+            replace={x: rows},
         )
         for j in range(len(local.along))
     ]
+    functions = [_compile([rows, index, values], out, kwargs) for out in outputs]
+    cached = not any(_narrows_to_float32(unlooped_blockwise(out)) for out in outputs)
     starts = np.asarray(local.starts, dtype=np.int64)
-    local_lines = _BatchedLocalLines(functions, starts, local.line_of)
+    local_lines = _BatchedLocalLines(functions, starts, local.line_of, cached)
     eps = _coarsest_precision(part_graphs)
     for i in np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), starts):
         moved = x0.copy()
@@ -458,10 +456,18 @@ def compile_batched_local_lines(
 class _BatchedLocalLines:
     """The function of :func:`compile_batched_local_lines`: ``(X, i, values) ↦ (prior,
     likelihood)``, calling the compiled function of the variable that holds coordinate ``i``
-    (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``)."""
+    (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``).
+    ``cached``: whether the functions' machine code may come from PyTensor's disk cache (see
+    :func:`_pm_compile`)."""
 
-    def __init__(self, functions: list[Function], starts: np.ndarray, line_of: tuple[int, ...]):
-        self.functions, self.starts, self.line_of = functions, starts, line_of
+    def __init__(
+        self,
+        functions: list[Function],
+        starts: np.ndarray,
+        line_of: tuple[int, ...],
+        cached: bool,
+    ):
+        self.functions, self.starts, self.line_of, self.cached = functions, starts, line_of, cached
 
     def __call__(self, X: np.ndarray, i: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = int(np.searchsorted(self.starts, i, side="right")) - 1
@@ -471,16 +477,18 @@ class _BatchedLocalLines:
         return tuple(np.broadcast_to(o, (len(X), len(values))) for o in outputs)
 
     def __reduce__(self) -> tuple:
-        # pm.sample_smc pickles its kernel for its chain processes, and the compiled graphs
-        # hold float64 constants, which a user's warn_float64 would refuse to rebuild there.
+        # pm.sample_smc pickles its kernel for its chain processes, where the functions are
+        # compiled again: their graphs hold float64 constants, which a user's
+        # warn_float64="raise" would refuse to rebuild, and a float32 graph must not load
+        # another graph's code from the disk cache there either.
         state = pickle.dumps((self.functions, self.starts, self.line_of))
-        return _unpickled_local_lines, (state,)
+        return _unpickled_local_lines, (state, self.cached)
 
 
-def _unpickled_local_lines(state: bytes) -> _BatchedLocalLines:
-    """A pickled :class:`_BatchedLocalLines`, its graphs rebuilt under :func:`float64_internals`."""
-    with float64_internals():
-        return _BatchedLocalLines(*pickle.loads(state))
+def _unpickled_local_lines(state: bytes, cached: bool) -> _BatchedLocalLines:
+    """A pickled :class:`_BatchedLocalLines`, compiled again as it was first compiled."""
+    with float64_internals(), pytensor.config.change_flags(numba__cache=cached):
+        return _BatchedLocalLines(*pickle.loads(state), cached)
 
 
 def _terms_view(model: pm.Model, terms: list) -> pm.Model:
