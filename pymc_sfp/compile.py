@@ -335,12 +335,40 @@ def compile_batched_prior_likelihood(
     outputs = vectorize_graph([prior, likelihood], replace={flat: rows})
     function = _compile([rows], outputs, {"on_unused_input": "ignore", **(compile_kwargs or {})})
     warm_up(function, graph.start[None, :])
+    return _BatchedPriorLikelihood(function, not _narrows_to_float32(unlooped_blockwise(outputs)))
 
-    def batched_prior_likelihood(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        prior, likelihood = function(np.ascontiguousarray(x, dtype=np.float64))
+
+class _CompiledAgain:
+    """Holds compiled functions, and pickles so that where it is unpickled (``pm.sample_smc``
+    pickles its kernel for its chain processes) they are compiled again as they were first:
+    under :func:`float64_internals` (their graphs hold float64 constants, which a user's
+    ``warn_float64="raise"`` would refuse to rebuild) and, for a float32 graph, without
+    PyTensor's disk cache (:func:`_pm_compile`: code cached from it could be loaded for a
+    float64 graph). ``cached`` says whether the disk cache may serve them."""
+
+    cached: bool
+
+    def __reduce__(self) -> tuple:
+        return _compiled_again, (type(self), pickle.dumps(self.__dict__), self.cached)
+
+
+def _compiled_again(cls: type, state: bytes, cached: bool) -> _CompiledAgain:
+    """An unpickled :class:`_CompiledAgain`."""
+    with float64_internals(), pytensor.config.change_flags(numba__cache=cached):
+        unpickled = cls.__new__(cls)
+        unpickled.__dict__.update(pickle.loads(state))
+        return unpickled
+
+
+class _BatchedPriorLikelihood(_CompiledAgain):
+    """The function of :func:`compile_batched_prior_likelihood`."""
+
+    def __init__(self, function: Function, cached: bool):
+        self.function, self.cached = function, cached
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        prior, likelihood = self.function(np.ascontiguousarray(x, dtype=np.float64))
         return np.broadcast_to(prior, len(x)), np.broadcast_to(likelihood, len(x))
-
-    return batched_prior_likelihood
 
 
 @float64_internals()
@@ -453,12 +481,10 @@ def compile_batched_local_lines(
     return local_lines, note
 
 
-class _BatchedLocalLines:
+class _BatchedLocalLines(_CompiledAgain):
     """The function of :func:`compile_batched_local_lines`: ``(X, i, values) ↦ (prior,
     likelihood)``, calling the compiled function of the variable that holds coordinate ``i``
-    (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``).
-    ``cached``: whether the functions' machine code may come from PyTensor's disk cache (see
-    :func:`_pm_compile`)."""
+    (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``)."""
 
     def __init__(
         self,
@@ -475,20 +501,6 @@ class _BatchedLocalLines:
         outputs = self.functions[self.line_of[k]](rows, np.asarray(i, dtype=np.int64), values)
         # A line that reads no other coordinate is the same for every row: computed once.
         return tuple(np.broadcast_to(o, (len(X), len(values))) for o in outputs)
-
-    def __reduce__(self) -> tuple:
-        # pm.sample_smc pickles its kernel for its chain processes, where the functions are
-        # compiled again: their graphs hold float64 constants, which a user's
-        # warn_float64="raise" would refuse to rebuild, and a float32 graph must not load
-        # another graph's code from the disk cache there either.
-        state = pickle.dumps((self.functions, self.starts, self.line_of))
-        return _unpickled_local_lines, (state, self.cached)
-
-
-def _unpickled_local_lines(state: bytes, cached: bool) -> _BatchedLocalLines:
-    """A pickled :class:`_BatchedLocalLines`, compiled again as it was first compiled."""
-    with float64_internals(), pytensor.config.change_flags(numba__cache=cached):
-        return _BatchedLocalLines(*pickle.loads(state), cached)
 
 
 def _terms_view(model: pm.Model, terms: list) -> pm.Model:

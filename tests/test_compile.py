@@ -318,21 +318,26 @@ def test_batched_local_lines_are_refused_for_a_discrete_variable():
     assert compile_batched_local_lines(graph, compile_batched_prior_likelihood(graph)) is None
 
 
-def test_batched_local_lines_travel_to_a_chain_process_under_warn_float64_raise():
+def test_batched_functions_travel_to_a_chain_process_under_warn_float64_raise():
     """pm.sample_smc pickles its kernel for each chain process; a float32 model's local lines
     hold float64 constants, which unpickling rebuilds, and a user's warn_float64="raise" must
-    not refuse them there. The unpickled lines give the same values."""
+    not refuse them there. The unpickled functions give the same values (compiled again as
+    they were first, without the disk cache, whose code for another graph differed in the
+    last bit)."""
     with pytensor.config.change_flags(floatX="float32", warn_float64="raise"):
         with pm.Model() as model:
             mu = pm.Normal("mu", 0.0, 3.0, shape=2)
             s = pm.HalfNormal("s", 1.0)
             pm.Normal("y", mu[0] + mu[1], s, observed=[0.9, 1.6, 0.4])
         graph = step_graph(model, model.value_vars)
-        lines, _ = compile_batched_local_lines(graph, compile_batched_prior_likelihood(graph))
-        travelled = cloudpickle.loads(cloudpickle.dumps(lines))
+        whole = compile_batched_prior_likelihood(graph)
+        lines, _ = compile_batched_local_lines(graph, whole)
+        travelled_lines, travelled_whole = cloudpickle.loads(cloudpickle.dumps((lines, whole)))
         rows, values = np.zeros((3, 3)), np.linspace(-1.0, 1.0, 5)
         for i in range(3):
-            np.testing.assert_array_equal(travelled(rows, i, values), lines(rows, i, values))
+            np.testing.assert_array_equal(travelled_lines(rows, i, values), lines(rows, i, values))
+        rows = np.random.default_rng(0).normal(size=(20, 3))
+        np.testing.assert_array_equal(travelled_whole(rows), whole(rows))
 
 
 def test_prior_sampler_draws_the_joint_prior_in_value_space(model):
