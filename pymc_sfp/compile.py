@@ -225,10 +225,18 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
         )
     kwargs = dict(compile_kwargs or {})
     outputs = unlooped_blockwise(outputs)
-    if not _narrows_to_float32(outputs):
+    with pytensor.config.change_flags(numba__cache=_disk_cached(outputs)):
         return pm_compile(inputs, outputs, **kwargs)
-    with pytensor.config.change_flags(numba__cache=False):
-        return pm_compile(inputs, outputs, **kwargs)
+
+
+#: What a warning says when the lines are evaluated as the whole log-density, not local lines.
+_IN_FULL = "lines evaluated in full"
+
+
+def _disk_cached(outputs: list) -> bool:
+    """Whether :func:`_pm_compile` lets PyTensor's disk cache hold the Numba code of ``outputs``
+    (every graph but one that narrows float64 to float32)."""
+    return pytensor.config.numba__cache and not _narrows_to_float32(unlooped_blockwise(outputs))
 
 
 def _narrows_to_float32(outputs: list) -> bool:
@@ -337,7 +345,7 @@ def compile_batched_prior_likelihood(
     outputs = vectorize_graph([prior, likelihood], replace={flat: rows})
     function = _compile([rows], outputs, {"on_unused_input": "ignore", **(compile_kwargs or {})})
     warm_up(function, graph.start[None, :])
-    return _BatchedPriorLikelihood(function, not _narrows_to_float32(unlooped_blockwise(outputs)))
+    return _BatchedPriorLikelihood(function, _disk_cached(outputs))
 
 
 class _CompiledAgain:
@@ -432,7 +440,7 @@ def compile_batched_local_lines(
             for terms in parts
         ]
     except Exception as err:  # any failure to build it: the whole log-density instead
-        _log.warning("SFPKernel evaluates lines in full: building the local line raised %r", err)
+        _log.warning(_IN_FULL + ": building the local line raised %r", err)
         return None
     if all(line is None for line in lines):
         return None
@@ -449,7 +457,7 @@ def compile_batched_local_lines(
         for j in range(len(local.along))
     ]
     functions = [_compile([rows, index, values], out, kwargs) for out in outputs]
-    cached = not any(_narrows_to_float32(unlooped_blockwise(out)) for out in outputs)
+    cached = _disk_cached([output for out in outputs for output in out])
     starts = np.asarray(local.starts, dtype=np.int64)
     local_lines = _BatchedLocalLines(functions, starts, local.line_of, cached)
     eps = _coarsest_precision(part_graphs)
@@ -459,13 +467,13 @@ def compile_batched_local_lines(
         try:
             ends = np.array(local_lines(x0[None, :], int(i), np.array([x0[i], moved[i]])))[:, 0]
         except Exception as err:  # any failure: the whole log-density instead
-            _log.warning("SFPKernel evaluates lines in full: the local line raised %r", err)
+            _log.warning(_IN_FULL + ": the local line raised %r", err)
             return None
         exact = np.array(whole(moved[None, :]))[:, 0] - at_start
         if not all(map(_line_agrees, ends, exact, at_start, (eps, eps))):
             where = layout.describe(int(i))
             _log.warning(
-                "SFPKernel evaluates lines in full: the local line disagrees at %s (%s != %s)",
+                _IN_FULL + ": the local line disagrees at %s (%s != %s)",
                 where,
                 ends,
                 exact,
@@ -505,17 +513,23 @@ class _BatchedLocalLines(_CompiledAgain):
         return tuple(np.broadcast_to(o, (len(X), len(values))) for o in outputs)
 
 
-def _terms_view(model: pm.Model, terms: list) -> pm.Model:
-    """A view of ``model`` (as :func:`tempered_model`) whose log-density is that of ``terms``
-    alone (free, observed variables or potentials)."""
+def _model_view(model: pm.Model, logp: Callable) -> pm.Model:
+    """A view of ``model``: every variable, value and transform shared, ``logp`` its own
+    (``logp(vars=None, jacobian=True, sum=True)``, as ``pm.Model.logp``)."""
     view = object.__new__(type(model))
     view.__dict__.update(model.__dict__)
+    view.logp = logp
+    return view
+
+
+def _terms_view(model: pm.Model, terms: list) -> pm.Model:
+    """A view of ``model`` whose log-density is that of ``terms`` alone (free, observed
+    variables or potentials)."""
 
     def logp(vars=None, jacobian: bool = True, sum: bool = True):
         return model.logp(list(terms) if vars is None else vars, jacobian=jacobian, sum=sum)
 
-    view.logp = logp
-    return view
+    return _model_view(model, logp)
 
 
 def likelihood_terms(model: pm.Model) -> list:
@@ -654,8 +668,6 @@ def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
     ``model.logp()``, ours go through this module) samples the tempered density, and setting
     ``beta`` moves every function compiled from it along the path without recompiling.
     """
-    view = object.__new__(type(model))
-    view.__dict__.update(model.__dict__)
     tempered = set(likelihood_terms(model))
 
     def logp(vars=None, jacobian: bool = True, sum: bool = True):
@@ -681,8 +693,7 @@ def tempered_model(model: pm.Model, beta: SharedVariable) -> pm.Model:
                 return factors
             return pt.stack([pt.sum(factor) for factor in factors]).sum()
 
-    view.logp = logp
-    return view
+    return _model_view(model, logp)
 
 
 def random_generators(graph: StepGraph) -> list[SharedVariable]:
@@ -1453,7 +1464,7 @@ class LineEvaluator:
                     kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
                     self._local = _LineByVariable(local, [x, index, values], kwargs)
             except Exception as err:  # any failure to build it: the general line instead
-                _log.warning("SFP evaluates lines in full: building the local line raised %r", err)
+                _log.warning(_IN_FULL + ": building the local line raised %r", err)
                 local = None
             if local is not None:
                 if self._local_agrees(local, layout, x0, _coarsest_precision([logp_x])):
@@ -1494,7 +1505,7 @@ class LineEvaluator:
                     f"the structured line of network {line.network!r} disagrees with the "
                     f"{what} at {layout.describe(int(i))} ({structured} != {exact})"
                 )
-                _log.warning("SFP evaluates lines in full: %s", self.structure_note)
+                _log.warning(_IN_FULL + ": %s", self.structure_note)
                 return False
         self.structured = line.structured
         self.structure_note = f"network {line.network!r}"
@@ -1524,12 +1535,12 @@ class LineEvaluator:
             try:
                 ends = self._local(x0, index, np.array([x0[i], moved[i]]))[0]
             except Exception as err:  # any failure: the general line instead
-                _log.warning("SFP evaluates lines in full: the local line raised %r", err)
+                _log.warning(_IN_FULL + ": the local line raised %r", err)
                 return False
             exact = self._point(moved)[0] - logp0
             if not _line_agrees(ends, exact, logp0, eps):
                 note = f"the local line disagrees at {layout.describe(int(i))}"
-                _log.warning("SFP evaluates lines in full: %s (%s != %s)", note, ends, exact)
+                _log.warning(_IN_FULL + ": %s (%s != %s)", note, ends, exact)
                 return False
         self.line_note = (
             f"the terms that read the coordinate: {local.n_elements} (term, variable) pairs "

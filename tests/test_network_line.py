@@ -135,7 +135,7 @@ def test_a_wrong_split_is_caught_and_falls_back(monkeypatch, caplog):
         line, _, _ = evaluator(model)
     assert line.structured is None
     assert "disagrees with the log-density at net_w0[0, 0]" in line.structure_note
-    assert "SFP evaluates lines in full" in caplog.text
+    assert "lines evaluated in full" in caplog.text
 
 
 @pytest.mark.parametrize("tabulated", [False, True])
