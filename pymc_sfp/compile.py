@@ -61,11 +61,13 @@ from pymc.pytensorf import compile as pm_compile
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.vartypes import discrete_types
 from pytensor.compile.executor import Function
+from pytensor.compile.mode import get_mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS, compile_numba_function_src
+from pytensor.link.numba.linker import NumbaLinker
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
@@ -73,6 +75,7 @@ from pytensor.tensor.type import float_dtypes
 
 from pymc_sfp._local_line import LocalLine, local_line, unlooped_blockwise
 from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
+from pymc_sfp._vectorised_exp import POLYNOMIAL_EXP
 from pymc_sfp.core.sfp import open_interval
 from pymc_sfp.nn.network import networks_of
 
@@ -211,7 +214,8 @@ def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Functi
 @float64_internals()
 def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
     """PyMC's ``compile``, without PyTensor's disk cache of Numba code for a graph that narrows
-    float64 to float32 (a float32 model evaluated at float64 coordinates).
+    float64 to float32 (a float32 model evaluated at float64 coordinates), and with the
+    vectorised ``exp`` of log-sum-exps under the Numba linker (:mod:`pymc_sfp._vectorised_exp`).
 
     PyTensor's cache key of a fused elementwise operation does not hold its outputs' dtypes, so
     the code of such a graph, cached, would be loaded for a float64 graph with the same
@@ -224,6 +228,9 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
             f"compile_kwargs must be a dict of pytensor.function arguments, got {compile_kwargs!r}"
         )
     kwargs = dict(compile_kwargs or {})
+    mode = get_mode(kwargs.get("mode"))
+    if isinstance(mode.linker, NumbaLinker):
+        kwargs["mode"] = mode.including(POLYNOMIAL_EXP)
     outputs = unlooped_blockwise(outputs)
     with pytensor.config.change_flags(numba__cache=_disk_cached(outputs)):
         return pm_compile(inputs, outputs, **kwargs)
