@@ -38,6 +38,7 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import dataclasses
 import functools
 import hashlib
@@ -46,8 +47,9 @@ import logging
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+import cloudpickle
 import numba
 import numpy as np
 import pymc as pm
@@ -214,8 +216,9 @@ def _compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Functi
 @float64_internals()
 def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Function:
     """PyMC's ``compile``, without PyTensor's disk cache of Numba code for a graph that narrows
-    float64 to float32 (a float32 model evaluated at float64 coordinates), and with the
-    vectorised ``exp`` of log-sum-exps under the Numba linker (:mod:`pymc_sfp._vectorised_exp`).
+    float64 to float32 (a float32 model evaluated at float64 coordinates), with the vectorised
+    ``exp`` of log-sum-exps under the Numba linker (:mod:`pymc_sfp._vectorised_exp`), and
+    pickled as :class:`_PackageFunction`.
 
     PyTensor's cache key of a fused elementwise operation does not hold its outputs' dtypes, so
     the code of such a graph, cached, would be loaded for a float64 graph with the same
@@ -232,18 +235,51 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
     if isinstance(mode.linker, NumbaLinker):
         kwargs["mode"] = mode.including(POLYNOMIAL_EXP)
     outputs = unlooped_blockwise(outputs)
-    with pytensor.config.change_flags(numba__cache=_disk_cached(outputs)):
-        return pm_compile(inputs, outputs, **kwargs)
+    cached = pytensor.config.numba__cache and not _narrows_to_float32(outputs)
+    with pytensor.config.change_flags(numba__cache=cached):
+        function = pm_compile(inputs, outputs, **kwargs)
+    function.__class__ = _PackageFunction if cached else _UncachedFunction
+    return function
+
+
+class _PackageFunction(Function):
+    """A function compiled by :func:`_pm_compile`, pickled so that where it is unpickled
+    (``pm.sample`` with ``mp_ctx="spawn"`` or ``"forkserver"`` pickles each step,
+    ``pm.sample_smc`` its kernel) it is compiled again as it was first: under
+    :func:`float64_internals` (its graph holds float64 constants, which a user's
+    ``warn_float64="raise"`` would refuse to rebuild) and, as :class:`_UncachedFunction`,
+    without PyTensor's disk cache."""
+
+    __slots__ = ()
+    #: Whether PyTensor's disk cache may hold its Numba code.
+    disk_cached: ClassVar[bool] = True
+
+    def __reduce__(self) -> tuple:
+        # PyTensor's own reduction (registered with copyreg), pickled apart: its arguments (the
+        # graph) must be unpickled under the flags too, not before _compiled_again is called.
+        reduction = copyreg.dispatch_table[Function](self)
+        return _compiled_again, (type(self), cloudpickle.dumps(reduction))
+
+
+class _UncachedFunction(_PackageFunction):
+    """A :class:`_PackageFunction` of a graph that narrows float64 to float32."""
+
+    __slots__ = ()
+    disk_cached = False
+
+
+def _compiled_again(cls: type[_PackageFunction], reduction: bytes) -> _PackageFunction:
+    """An unpickled :class:`_PackageFunction`."""
+    cached = cls.disk_cached and pytensor.config.numba__cache
+    with float64_internals(), pytensor.config.change_flags(numba__cache=cached):
+        constructor, arguments = pickle.loads(reduction)
+        function = constructor(*arguments)
+    function.__class__ = cls
+    return function
 
 
 #: What a warning says when the lines are evaluated as the whole log-density, not local lines.
 _IN_FULL = "lines evaluated in full"
-
-
-def _disk_cached(outputs: list) -> bool:
-    """Whether :func:`_pm_compile` lets PyTensor's disk cache hold the Numba code of ``outputs``
-    (every graph but one that narrows float64 to float32)."""
-    return pytensor.config.numba__cache and not _narrows_to_float32(unlooped_blockwise(outputs))
 
 
 def _narrows_to_float32(outputs: list) -> bool:
@@ -352,36 +388,14 @@ def compile_batched_prior_likelihood(
     outputs = vectorize_graph([prior, likelihood], replace={flat: rows})
     function = _compile([rows], outputs, {"on_unused_input": "ignore", **(compile_kwargs or {})})
     warm_up(function, graph.start[None, :])
-    return _BatchedPriorLikelihood(function, _disk_cached(outputs))
+    return _BatchedPriorLikelihood(function)
 
 
-class _CompiledAgain:
-    """Holds compiled functions, and pickles so that where it is unpickled (``pm.sample_smc``
-    pickles its kernel for its chain processes) they are compiled again as they were first:
-    under :func:`float64_internals` (their graphs hold float64 constants, which a user's
-    ``warn_float64="raise"`` would refuse to rebuild) and, for a float32 graph, without
-    PyTensor's disk cache (:func:`_pm_compile`: code cached from it could be loaded for a
-    float64 graph). ``cached`` says whether the disk cache may serve them."""
-
-    cached: bool
-
-    def __reduce__(self) -> tuple:
-        return _compiled_again, (type(self), pickle.dumps(self.__dict__), self.cached)
-
-
-def _compiled_again(cls: type, state: bytes, cached: bool) -> _CompiledAgain:
-    """An unpickled :class:`_CompiledAgain`."""
-    with float64_internals(), pytensor.config.change_flags(numba__cache=cached):
-        unpickled = cls.__new__(cls)
-        unpickled.__dict__.update(pickle.loads(state))
-        return unpickled
-
-
-class _BatchedPriorLikelihood(_CompiledAgain):
+class _BatchedPriorLikelihood:
     """The function of :func:`compile_batched_prior_likelihood`."""
 
-    def __init__(self, function: Function, cached: bool):
-        self.function, self.cached = function, cached
+    def __init__(self, function: Function):
+        self.function = function
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         prior, likelihood = self.function(np.ascontiguousarray(x, dtype=np.float64))
@@ -464,9 +478,8 @@ def compile_batched_local_lines(
         for j in range(len(local.along))
     ]
     functions = [_compile([rows, index, values], out, kwargs) for out in outputs]
-    cached = _disk_cached([output for out in outputs for output in out])
     starts = np.asarray(local.starts, dtype=np.int64)
-    local_lines = _BatchedLocalLines(functions, starts, local.line_of, cached)
+    local_lines = _BatchedLocalLines(functions, starts, local.line_of)
     eps = _coarsest_precision(part_graphs)
     for i in np.union1d(_spread(np.arange(layout.size), _STRUCTURE_CHECKS), starts):
         moved = x0.copy()
@@ -498,7 +511,7 @@ def compile_batched_local_lines(
     return local_lines, note
 
 
-class _BatchedLocalLines(_CompiledAgain):
+class _BatchedLocalLines:
     """The function of :func:`compile_batched_local_lines`: ``(X, i, values) ↦ (prior,
     likelihood)``, calling the compiled function of the variable that holds coordinate ``i``
     (``functions[line_of[k]]`` for the variable ``k`` that starts at or before ``starts[k]``)."""
@@ -508,9 +521,8 @@ class _BatchedLocalLines(_CompiledAgain):
         functions: list[Function],
         starts: np.ndarray,
         line_of: tuple[int, ...],
-        cached: bool,
     ):
-        self.functions, self.starts, self.line_of, self.cached = functions, starts, line_of, cached
+        self.functions, self.starts, self.line_of = functions, starts, line_of
 
     def __call__(self, X: np.ndarray, i: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = int(np.searchsorted(self.starts, i, side="right")) - 1

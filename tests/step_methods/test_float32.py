@@ -2,11 +2,13 @@
 PyMC's steps do, and targets the posterior (means within Monte Carlo error)."""
 
 import arviz as az
+import cloudpickle
 import numpy as np
 import pymc as pm
 import pytensor
 import pytest
 from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
+from pytensor.compile.maker import FunctionMaker
 
 from pymc_sfp import ParallelTempering, ReplicaExchangeDynamics, SFPStep, StochasticDynamics
 
@@ -106,3 +108,35 @@ def test_steps_build_under_warn_float64_raise(step):
             pytensor.tensor.vector("user_vector", dtype="float64")
     assert idata.posterior["mu"].dtype == np.float32
     assert np.isfinite(idata.posterior["mu"].values).all()
+
+
+@pytest.mark.parametrize("step", ["SFPStep", "StochasticDynamics", "ParallelTempering"])
+def test_a_step_travels_to_a_spawned_process_without_caching_float32_code(step, monkeypatch):
+    """With ``mp_ctx="spawn"`` or ``"forkserver"`` ``pm.sample`` pickles each step, and its
+    compiled functions are compiled again where it is unpickled. They must be compiled there as
+    they were first: a float32 model's graphs that narrow float64 to float32 out of PyTensor's
+    disk cache, whose code for them would later be loaded for a float64 graph of the same
+    operations (float64 sums in float32). The travelled step samples."""
+    made = []
+    create = FunctionMaker.create
+
+    def recording(maker, *args, **kwargs):
+        graph = pytensor.dprint(maker.fgraph, file="str")
+        made.append((graph, pytensor.config.numba__cache))
+        return create(maker, *args, **kwargs)
+
+    monkeypatch.setattr(FunctionMaker, "create", recording)
+    with pytensor.config.change_flags(floatX="float32", numba__cache=True):
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, PRIOR_SD)
+            pm.Normal("y", mu, 1.0, observed=Y)
+            original = STEPS[step]()
+        first = dict(made)
+        made.clear()
+        travelled = cloudpickle.loads(cloudpickle.dumps(original))
+        monkeypatch.undo()
+        with model:
+            point, _ = travelled.step(model.initial_point())
+    assert made and all(cached == first[graph] for graph, cached in made)
+    assert not all(cached for _, cached in made)  # some narrow float64 to float32
+    assert np.isfinite(point["mu"])
