@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -48,6 +49,29 @@ def time_call(fn: Callable[[], object], budget_s: float, min_reps: int = 5) -> f
         if len(times) >= 100_000:
             break
     return float(np.median(times))
+
+
+def grid_lines(alongs, starts, extra, x, grid) -> float:
+    """Every coordinate's line on ``grid``: the N·L log-density evaluations of a sweep with
+    nothing else (``alongs[k]`` the line of the coordinates from ``starts[k]`` on, as the
+    compiled sweep calls them, with ``extra`` its further arguments at ``x``: see
+    ``SFPStep.evaluator.jitted()``)."""
+    stops = [*starts[1:], len(x)]
+    return sum(
+        _lines_of(along, extra, x, grid, start, stop)
+        for along, start, stop in zip(alongs, starts, stops, strict=True)
+    )
+
+
+@numba.njit
+def _lines_of(along, extra, x, grid, start, stop):
+    """The lines of coordinates ``start`` to ``stop - 1`` on ``grid``, by one function, called
+    from machine code as the compiled sweep calls it."""
+    total = 0.0
+    for i in range(start, stop):
+        (logp,) = along(x, np.array(i, dtype=np.int64), grid, *extra)
+        total += logp[0]
+    return total
 
 
 def built(**kwargs: Any) -> tuple[SFPStep, float]:

@@ -23,7 +23,7 @@ from _problems import (
     paper_network,
     santafe_b_windows,
 )
-from _runs import time_steps
+from _runs import grid_lines, time_call, time_steps
 from pymc.blocking import DictToArrayBijection
 from pytensor.compile.mode import get_mode
 
@@ -36,13 +36,17 @@ if TYPE_CHECKING:
     from sfp_learning import Settings
 
 
-def seconds_per_sweep(model: pm.Model, L: int, timed_sweeps: int) -> tuple[float, float]:
+def seconds_per_sweep(model: pm.Model, L: int, timed_sweeps: int) -> dict[str, float]:
     """Median wall time of ``SFPStep.astep`` sweeps, with the package's default compilation and
-    with PyTensor's own ``exp`` throughout (the polynomial ``exp`` of softmaxes excluded).
+    with PyTensor's own ``exp`` throughout (the polynomial ``exp`` of softmaxes excluded), the
+    log-density evaluations per sweep, and the floor.
 
     The two steps' sweeps are interleaved (at least ``timed_sweeps`` each and one second of
     sweeps each), after one warm-up sweep that absorbs the lazy compilation; both chains start
-    from the model's initial point (all weights 0).
+    from the model's initial point (all weights 0). The floor is the time of the N·L grid
+    evaluations alone: the default step's compiled line function, called from machine code as
+    the sweep calls it, at the chain's last point, on ``L`` values spread over (−1, 1) (the
+    weights' prior range) for every coordinate.
     """
     libm_exp = {"mode": get_mode(None).excluding(POLYNOMIAL_EXP)}
     with model:
@@ -58,8 +62,18 @@ def seconds_per_sweep(model: pm.Model, L: int, timed_sweeps: int) -> tuple[float
         min_sweeps=timed_sweeps,
         max_sweeps=1000,
     )
-    default, without = (float(np.median(times)) for times, _, _ in timed)
-    return default, without
+    (times, sweep_stats, q_end), (libm_times, _, _) = timed
+    step = steps[0]
+    x = step.layout.from_value(q_end.data)
+    jitted = step.evaluator.jitted()
+    lines = (jitted.along, jitted.along_starts, jitted.extras(x)[1])
+    grid = np.linspace(-1.0, 1.0, L + 2)[1:-1]
+    return {
+        "sweep": float(np.median(times)),
+        "libm": float(np.median(libm_times)),
+        "floor": time_call(lambda: grid_lines(*lines, x, grid), 0.2),
+        "evals": float(np.median([st["n_logp_evals"] for st in sweep_stats])),
+    }
 
 
 def benchmark(settings: Settings) -> Section:
@@ -75,21 +89,44 @@ def benchmark(settings: Settings) -> Section:
         ("glass 9-6-4", X_glass, np.eye(4)[y_glass], GLASS_LAYERS, GLASS_D, "softmax"),
         ("Santa Fe B 10-20-1", X_breath, y_breath, SANTAFE_LAYERS, SERIES_D, "linear"),
     ]
-    rows, laser_weights, laser_seconds = [], [], []
+    rows, laser_weights, laser_seconds, over_floor = [], [], [], {}
     for label, X, y, layers, D, output in cases:
         model, _ = paper_network(X, y, layers, D, output)
-        per_sweep, libm = seconds_per_sweep(model, settings.hidden_L, settings.timed_sweeps)
+        t = seconds_per_sweep(model, settings.hidden_L, settings.timed_sweeps)
+        per_sweep = t["sweep"]
         if label.startswith("laser"):
             laser_weights.append(n_weights(layers))
             laser_seconds.append(per_sweep)
-        ms = [f"{1e3 * per_sweep:.1f}", f"{1e3 * libm:.1f}", f"{libm / per_sweep:.2f}"]
-        rows.append([label, n_weights(layers), len(X), *ms])
-        print(f"{label}: {per_sweep:.4f} s / sweep ({libm:.4f} with the C library's exp)")
+        ms = [f"{1e3 * per_sweep:.1f}", f"{1e3 * t['libm']:.1f}", f"{t['libm'] / per_sweep:.2f}"]
+        floor = [f"{t['evals']:.0f}", f"{1e3 * t['floor']:.1f}", f"{per_sweep / t['floor']:.1f}"]
+        rows.append([label, n_weights(layers), len(X), *ms, *floor])
+        over_floor[label] = per_sweep / t["floor"]
+        print(f"{label}: {per_sweep:.4f} s / sweep ({t['libm']:.4f} with the C library's exp)")
     slope_text = "Too few hidden sizes for a fit"
     if len(laser_weights) >= 2:
         slope = np.polyfit(np.log(laser_weights), np.log(laser_seconds), 1)[0]
         slope_text = f"Fitted log-log slope over the 2-H-1 laser networks: **{slope:.2f}**"
-    columns = ["network", "weights", "data points", "ms / sweep", "ms, libm exp", "ratio"]
+    ratios = sorted(over_floor.values())
+    floor_text = (
+        f"Against the floor, a sweep takes {ratios[0]:.1f}–{ratios[-1]:.1f}× the N·L grid "
+        f"evaluations alone ({', '.join(f'{k} {v:.1f}×' for k, v in over_floor.items())}): "
+        "the conditionals, their refinement, the draws and the Metropolis corrections cost "
+        f"{ratios[0] - 1:.0%}–{ratios[-1] - 1:.0%} of the floor on top of it. Where the ratio "
+        "is near 1, the sweep's time is the evaluation of the network along each coordinate, "
+        "and only a faster evaluation makes it faster. The large networks' rows vary most "
+        "between runs on this shared machine (their caches are hundreds of kB)."
+    )
+    columns = [
+        "network",
+        "weights",
+        "data points",
+        "ms / sweep",
+        "ms, libm exp",
+        "ratio",
+        "logp evals / sweep",
+        f"floor, ms (N·{settings.hidden_L} evals)",
+        "sweep / floor",
+    ]
     table = md_table(columns, rows)
     return Section(
         "cost",
@@ -101,7 +138,11 @@ all-zero initial point: one warm-up sweep (it compiles), then the median of at l
 compiled with PyTensor's own `exp` throughout (`compile_kwargs=` a mode that excludes
 `{POLYNOMIAL_EXP}`: without the polynomial `exp` of softmaxes and log-sum-exps, docs
 "Networks: one unit per coordinate"), its sweeps interleaved with the default's; 'ratio' is its
-time over the default's.
+time over the default's. 'logp evals / sweep' is the default's `n_logp_evals` stat (the grids,
+their refinement and the Metropolis proposals; median). 'floor' is the time of the N·L grid
+evaluations alone: the default step's compiled line function called from machine code as the
+sweep calls it, once per coordinate on {settings.hidden_L} values in (−1, 1), at the chain's last
+point, with no conditional, refinement, draw or correction; 'sweep / floor' is what those add.
 Only the 2-H-1 laser networks (same {LASER_TRAIN} data points, same L) enter the fit; the glass and
 Santa Fe rows have other data and are shown for scale.
 
@@ -114,5 +155,5 @@ advanced by one unit after each accepted move), and the change of the weight's o
 Nothing in a coordinate's evaluation grows with the number of weights, so the cost per sweep is
 linear in them but for a fixed cost per call, which flattens the slope at the small sizes.
 Only glass has a softmax: the regression networks have no `exp` of a difference, so their two
-columns differ by noise alone.""",
+columns differ by noise alone. {floor_text}""",
     )

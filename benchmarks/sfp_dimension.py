@@ -16,36 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 import pymc as pm
 from _common import Section, fmt_time, md_table
 from _problems import separable_model
-from _runs import built, time_call, time_steps, time_sweeps
+from _runs import built, grid_lines, time_call, time_steps, time_sweeps
 from pymc.blocking import DictToArrayBijection
 
 if TYPE_CHECKING:
     from sfp_benchmarks import Settings
-
-
-def _grid_lines(alongs, starts, extra, x, grid):
-    """Every coordinate's line on ``grid``: the N·L log-density evaluations of a sweep
-    (``alongs[k]`` the line of the coordinates from ``starts[k]`` on, as the sweep calls them)."""
-    stops = [*starts[1:], len(x)]
-    return sum(
-        _lines_of(along, extra, x, grid, start, stop)
-        for along, start, stop in zip(alongs, starts, stops, strict=True)
-    )
-
-
-@numba.njit
-def _lines_of(along, extra, x, grid, start, stop):
-    """The lines of coordinates ``start`` to ``stop - 1`` on ``grid``, by one function."""
-    total = 0.0
-    for i in range(start, stop):
-        (logp,) = along(x, np.array(i, dtype=np.int64), grid, *extra)
-        total += logp[0]
-    return total
 
 
 def _slope(dims: list[int], times: list[float]) -> float:
@@ -80,7 +59,7 @@ def benchmark(s: Settings) -> Section:
         jitted = step.evaluator.jitted()
         along_extra = jitted.extras(x)[1]
         lines = (jitted.along, jitted.along_starts, along_extra)
-        floor = time_call(lambda: _grid_lines(*lines, x, grid), 0.05)  # noqa: B023
+        floor = time_call(lambda: grid_lines(*lines, x, grid), 0.05)  # noqa: B023
         evals = int(np.median([st["n_logp_evals"] for st in sweep_stats]))
         median, ref_median = float(np.median(times)), float(np.median(ref_times))
         slice_median = float(np.median(slice_times))

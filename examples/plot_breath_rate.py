@@ -13,9 +13,9 @@ intervals: a 10-8-1 tanh network with group scales, the output layer integrated 
 (``output_layer="integrated"``), sampled with :class:`pymc_sfp.StochasticDynamics`.
 
 For the point forecasts, the benchmark (``benchmarks/RESULTS.md``, network learning, section 2)
-records test MSEs on this split of 0.2302 for NUTS and 0.2428 for SFP-S with the paper's
+records test MSEs on this split of 0.2312 for NUTS and 0.2437 for SFP-S with the paper's
 10-20-1 network (the paper's SFP-S value, 0.0708, is not reproduced), against 0.9031 for
-repeating the last value; SFP-S took 38 s there, NUTS 49 s. The data are read from
+repeating the last value; SFP-S took 11 s there, NUTS 35 s. The data are read from
 ``$PYMC_SFP_DATA`` or the data cache; when they are missing, the example says so and stops.
 """
 

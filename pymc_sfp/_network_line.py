@@ -586,12 +586,15 @@ def _elementwise_source(model: pm.Model, param: pt.TensorVariable) -> pt.TensorV
 
 
 def _tanh(value: pt.TensorVariable) -> pt.TensorVariable:
-    """``tanh`` through one ``exp``: ``sign(u) (1 − e) / (1 + e)`` with ``e = exp(−2|u|)``.
+    """``tanh`` as ``sign(u) (1 − e) / (1 + e)`` with ``e = exp(−2|u|)``.
 
-    Numba's ``tanh`` (the C library's) cost 15.8 ns per value where this cost 4.3 (CHANGELOG),
-    and a hidden unit's ``tanh`` per data point and grid value is most of a line's arithmetic.
-    The absolute error is within ``2 ε`` (inputs below about ``ε`` give 0); ``e`` is in
-    ``(0, 1]``, so nothing overflows. Not for gradients: ``sign`` makes the derivative 0 at 0.
+    A hidden unit's ``tanh`` per data point and grid value is most of a line's arithmetic, and
+    Numba's ``tanh`` (the C library's) costs about twice this (18 against 8 ns per value; a
+    2-20-1 sweep is 1.6–1.7 times faster with this). PyTensor rewrites the division into a
+    ``sigmoid``, so two ``exp`` calls run per value, not one (see docs/sfp.rst, "Networks: one
+    unit per coordinate", for why the vectorised ``exp`` does not pay here). The absolute error
+    is within ``2 ε`` (inputs below about ``ε`` give 0); ``e`` is in ``(0, 1]``, so nothing
+    overflows. Not for gradients: ``sign`` makes the derivative 0 at 0.
     Every activation of the line (its cache, its grid values and its advance) goes through it,
     so that the cached and the moved units agree.
     """
