@@ -51,11 +51,20 @@ def time_call(fn: Callable[[], object], budget_s: float, min_reps: int = 5) -> f
     return float(np.median(times))
 
 
-def grid_lines(alongs, starts, extra, x, grid) -> float:
-    """Every coordinate's line on ``grid``: the N·L log-density evaluations of a sweep with
-    nothing else (``alongs[k]`` the line of the coordinates from ``starts[k]`` on, as the
-    compiled sweep calls them, with ``extra`` its further arguments at ``x``: see
-    ``SFPStep.evaluator.jitted()``)."""
+def grid_floor(step: SFPStep, q, grid: np.ndarray, budget_s: float) -> float:
+    """The floor of a sweep of ``step`` at the chain state ``q``: median seconds of the N·L
+    grid evaluations alone, the step's compiled line function on ``grid`` for every coordinate,
+    called from machine code as the compiled sweep calls it (no conditional, refinement, draw or
+    correction)."""
+    x = step.layout.from_value(q.data)
+    jitted = step.evaluator.jitted()
+    lines = (jitted.along, jitted.along_starts, jitted.extras(x)[1])
+    return time_call(lambda: _grid_lines(*lines, x, grid), budget_s)
+
+
+def _grid_lines(alongs, starts, extra, x, grid) -> float:
+    """Every coordinate's line on ``grid`` (``alongs[k]`` the line of the coordinates from
+    ``starts[k]`` on, with ``extra`` its further arguments at ``x``)."""
     stops = [*starts[1:], len(x)]
     return sum(
         _lines_of(along, extra, x, grid, start, stop)

@@ -23,7 +23,7 @@ from _problems import (
     paper_network,
     santafe_b_windows,
 )
-from _runs import grid_lines, time_call, time_steps
+from _runs import grid_floor, time_steps
 from pymc.blocking import DictToArrayBijection
 from pytensor.compile.mode import get_mode
 
@@ -63,15 +63,11 @@ def seconds_per_sweep(model: pm.Model, L: int, timed_sweeps: int) -> dict[str, f
         max_sweeps=1000,
     )
     (times, sweep_stats, q_end), (libm_times, _, _) = timed
-    step = steps[0]
-    x = step.layout.from_value(q_end.data)
-    jitted = step.evaluator.jitted()
-    lines = (jitted.along, jitted.along_starts, jitted.extras(x)[1])
     grid = np.linspace(-1.0, 1.0, L + 2)[1:-1]
     return {
         "sweep": float(np.median(times)),
         "libm": float(np.median(libm_times)),
-        "floor": time_call(lambda: grid_lines(*lines, x, grid), 0.2),
+        "floor": grid_floor(steps[0], q_end, grid, 0.2),
         "evals": float(np.median([st["n_logp_evals"] for st in sweep_stats])),
     }
 

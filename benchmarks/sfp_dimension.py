@@ -20,7 +20,7 @@ import numpy as np
 import pymc as pm
 from _common import Section, fmt_time, md_table
 from _problems import separable_model
-from _runs import built, grid_lines, time_call, time_steps, time_sweeps
+from _runs import built, grid_floor, time_steps, time_sweeps
 from pymc.blocking import DictToArrayBijection
 
 if TYPE_CHECKING:
@@ -54,12 +54,8 @@ def benchmark(s: Settings) -> Section:
         }
         (times, sweep_stats, q_end), (ref_times, _, _) = time_steps([step, reference], q, **timing)
         slice_times, _, _ = time_sweeps(slice_step, q, **timing)
-        x = q_end.data
         line_note = step.evaluator.line_note
-        jitted = step.evaluator.jitted()
-        along_extra = jitted.extras(x)[1]
-        lines = (jitted.along, jitted.along_starts, along_extra)
-        floor = time_call(lambda: grid_lines(*lines, x, grid), 0.05)  # noqa: B023
+        floor = grid_floor(step, q_end, grid, 0.05)
         evals = int(np.median([st["n_logp_evals"] for st in sweep_stats]))
         median, ref_median = float(np.median(times)), float(np.median(ref_times))
         slice_median = float(np.median(slice_times))
