@@ -1,7 +1,7 @@
 """The rounds of a parallel-tempering draw compiled with Numba: the ladder's stochastic dynamics,
 the even/odd swaps, the index process and the swap record in one call of machine code.
 
-After tuning, a round of :class:`pymc_sfp.ParallelTempering` with its default explorer is a few
+A round of :class:`pymc_sfp.ParallelTempering` with its default explorer is a few
 dozen NumPy calls on arrays of a handful of rungs (:func:`pymc_sfp.core.dynamics.transition`
 and :func:`~pymc_sfp.core.dynamics.leapfrog` on the batch of rungs,
 :func:`~pymc_sfp.core.dynamics.swap_neighbours`,
@@ -29,6 +29,12 @@ chains drifted apart by 1e-4 over 80 rounds, and a 2-D test's on a CPU with FMA)
 prior rung's draws are made beforehand (one per round, from
 the prior sampler's own generator) and passed in with their prior and log-likelihood.
 
+A tuning draw is one call of one round, after which the adaptations (in Python) read what the
+round did: :class:`LastRound` holds the fields of each transition that the step-size
+adaptation reads, the states and gradients the mass matrices adapt to, and the log ratios of
+the swaps, from which the caller recomputes the swap record with NumPy's ``exp``: the schedule
+adapts to that record, and a difference in its last bit would carry into every later draw.
+
 Nothing here imports PyMC.
 """
 
@@ -47,6 +53,7 @@ from pymc_sfp.core.compiled_sweep import ModelCallError, _address, _entry_point,
 __all__ = [
     "LadderKernelResult",
     "LadderSettings",
+    "LastRound",
     "compiled_rounds",
     "ladder_kernel",
     "prior_draws",
@@ -84,6 +91,28 @@ class LadderMass(NamedTuple):
     whiten_matrix: np.ndarray
 
 
+class LastRound(NamedTuple):
+    """The explored rungs' dynamics in the last round, before its swaps: what
+    :class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` adapts to while tuning (a tuning
+    draw is one round). One row per explored rung (the prior rung, drawn, has none)."""
+
+    position: np.ndarray
+    """``(S, d)``: the state after the dynamics."""
+    grad: np.ndarray
+    """``(S, d)``: its gradient."""
+    start_logp: np.ndarray
+    """``(S,)``: the log-density at the start of the dynamics."""
+    transitions: np.ndarray
+    """``(thin, S, 5)``: of each transition, the fields of
+    :class:`~pymc_sfp.core.dynamics.TransitionInfo` a step-size adaptation reads:
+    ``energy_error``, ``diverging``, ``hit_constraint``, ``energy_error_before_constraint``,
+    ``share_before_constraint`` (the flags as 0/1, the last two NaN where no constraint was
+    hit)."""
+    swap_log_ratio: np.ndarray
+    """``(K - 1,)``: the log acceptance ratio of each pair proposed in the round's swaps (after
+    the dynamics), NaN for the others."""
+
+
 class LadderKernelResult(NamedTuple):
     """What :func:`compiled_rounds` returns; arrays are new (the inputs are not changed)."""
 
@@ -108,6 +137,8 @@ class LadderKernelResult(NamedTuple):
     """``n_accepted``, ``n_constraint_hits``, ``n_grad_evals`` summed over rungs and rounds."""
     diverging: np.ndarray
     """Per rung, whether its dynamics diverged in any round."""
+    last_round: LastRound
+    """What the step-size and mass adaptations of tuning read from the last round."""
 
 
 # -- small pieces, as NumPy computes them ---------------------------------------------------------
@@ -312,10 +343,11 @@ def ladder_kernel(
     ``rejections``, ``proposals``, ``rung_of`` and ``last_end`` are updated in place.
 
     Returns ``(status, round, terms, swap_accepted, swap_proposed, round_trips, cold, counts,
-    diverging, bad)``: ``status`` :data:`OK`, or :data:`MODEL_FAILED` (a call of the model
-    raised), :data:`START_NOT_FINITE` (the density or gradient at the start of the dynamics,
-    ``bad`` the rows), :data:`TERMS_NOT_FINITE` (a rung's prior or likelihood, ``terms`` those
-    of the round); ``round`` the round it stopped in.
+    diverging, bad, last_round)``: ``status`` :data:`OK`, or :data:`MODEL_FAILED` (a call of
+    the model raised), :data:`START_NOT_FINITE` (the density or gradient at the start of the
+    dynamics, ``bad`` the rows), :data:`TERMS_NOT_FINITE` (a rung's prior or likelihood,
+    ``terms`` those of the round); ``round`` the round it stopped in; ``last_round`` the
+    fields of :class:`LastRound`.
     """
     n_steps, alpha, correct, max_error, thin, jitter = settings
     K, d = replicas.shape
@@ -339,6 +371,9 @@ def ladder_kernel(
     fresh = np.empty((S, d))
     work = np.empty(d)
     velocity = np.empty(d)
+    start_logp = np.empty(S)
+    transitions = np.empty((thin, S, 5))
+    swap_log_ratio = np.empty(K - 1)
     n_uniforms = 0
     status, stopped = OK, n_rounds
     for r in range(n_rounds):
@@ -362,6 +397,7 @@ def ladder_kernel(
             break
         for i in range(S):
             _colour(noise[rungs[i]], rungs[i], mass, p0[i])
+            start_logp[i] = logp0[i]
         # StochasticDynamics._draw: `thin` transitions.
         accept_total = np.zeros(S)
         n_accepted = np.zeros(S, dtype=np.int64)
@@ -371,7 +407,7 @@ def ladder_kernel(
         accept_stat = np.empty(S)
         energy = np.empty(S)
         energy_error = np.empty(S)
-        for _ in range(thin):
+        for t in range(thin):
             epsilon = step_size[first_rung:].copy()
             if jitter:
                 for i in range(S):
@@ -405,6 +441,7 @@ def ladder_kernel(
                 n_accepted,
                 n_hits,
                 diverging,
+                transitions[t],
             )
             if n_grad < 0:
                 status, stopped = MODEL_FAILED, r
@@ -443,8 +480,10 @@ def ladder_kernel(
             status, stopped = TERMS_NOT_FINITE, r
             break
         order = np.arange(K)
+        swap_log_ratio[:] = np.nan
         for k in range((n_rounds_before + r) % 2, K - 1, 2):
             log_ratio = (betas[k] - betas[k + 1]) * (terms[k + 1, 1] - terms[k, 1])
+            swap_log_ratio[k] = log_ratio
             # Python's min(log_ratio, 0.0), NaN included.
             accept = math.exp(0.0 if 0.0 < log_ratio else log_ratio)
             uniform = swap_uniforms[n_uniforms]
@@ -487,6 +526,7 @@ def ladder_kernel(
         ),
         diverging_any,
         bad,
+        (q0, grad0, start_logp, transitions, swap_log_ratio),
     )
 
 
@@ -518,10 +558,12 @@ def _transition(
     n_accepted,
     n_hits,
     diverging,
+    info,
 ):
     """:func:`pymc_sfp.core.dynamics.transition` of the batch (state ``q0, p0, logp0, grad0,
-    aux0``, updated in place), with the counts added. Returns the gradients spent (``-1`` where
-    a call of the model failed)."""
+    aux0``, updated in place), with the counts added and ``info`` (one row per chain) set to
+    :attr:`LastRound.transitions`' fields. Returns the gradients spent (``-1`` where a call of
+    the model failed)."""
     S, d = q0.shape
     # Partial refreshment, p ← α p + (1 − α²)^½ n.
     _draw_momenta(rng, rungs, mass, fresh)
@@ -601,12 +643,17 @@ def _transition(
     # Constraint hits: trajectories that stopped at a -inf log-density with no blow-up before.
     for i in range(S):
         hit = False
+        error = np.nan
         if not finite_end[i] and logp[i] == -np.inf:
             kinetic = _kinetic(last_p[i], rungs[i], mass, work)
             error = 0.0 if n_finite[i] == 0 else -last_logp[i] + kinetic - energy_start[i]
             hit = math.isfinite(error) and abs(error) <= max_error
         n_hits[i] += hit
-        diverging[i] |= not finite_end[i] and not hit
+        diverged = not finite_end[i] and not hit
+        diverging[i] |= diverged
+        info[i, 0], info[i, 1], info[i, 2] = energy_error[i], diverged, hit
+        info[i, 3] = error if hit else np.nan
+        info[i, 4] = n_finite[i] / n_steps if hit else np.nan
         n_accepted[i] += accepted[i]
         energy[i] = energy_end[i] if accepted[i] else energy_start[i]
     # Exact dynamics reverse the momentum on rejection; uncorrected ones redraw it.
@@ -768,9 +815,19 @@ def compiled_rounds(
         swap_uniforms,
     )
     kernel = _entry_point(ladder_kernel, (arguments[0],), arguments)
-    status, at_round, terms, accepted, proposed, trips, cold, counts, diverging, bad = kernel(
-        *arguments
-    )
+    (
+        status,
+        at_round,
+        terms,
+        accepted,
+        proposed,
+        trips,
+        cold,
+        counts,
+        diverging,
+        bad,
+        last_round,
+    ) = kernel(*arguments)
     if status == MODEL_FAILED:
         raise ModelCallError(None)
     if status != OK:
@@ -790,4 +847,5 @@ def compiled_rounds(
         (float(cold[0]), bool(cold[1]), float(cold[2]), float(cold[3])),
         (int(counts[0]), int(counts[1]), int(counts[2])),
         diverging,
+        LastRound(*last_round),
     )

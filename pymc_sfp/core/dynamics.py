@@ -499,7 +499,14 @@ def swap_neighbours(
     accept = np.full(len(betas) - 1, np.nan)
     for k in range(first, len(betas) - 1, 2):
         log_ratio = (betas[k] - betas[k + 1]) * (log_likelihoods[k + 1] - log_likelihoods[k])
-        accept[k] = float(np.exp(min(log_ratio, 0.0)))
+        accept[k] = swap_acceptance(log_ratio)
         if uniform() < accept[k]:
             order[k], order[k + 1] = order[k + 1], order[k]
     return order, accept
+
+
+def swap_acceptance(log_ratio: float) -> float:
+    """``min(1, exp(log_ratio))``, NaN for a NaN ratio, as :func:`swap_neighbours` computes it
+    (the compiled rounds recompute their tuning swap record with it, so that the schedule
+    adapts to the same numbers as the NumPy rounds')."""
+    return float(np.exp(min(log_ratio, 0.0)))

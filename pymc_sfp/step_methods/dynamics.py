@@ -45,7 +45,12 @@ from pymc_sfp.compile import (
     reseed,
     step_graph,
 )
-from pymc_sfp.core.compiled_tempering import LadderKernelResult, LadderMass, LadderSettings
+from pymc_sfp.core.compiled_tempering import (
+    LadderKernelResult,
+    LadderMass,
+    LadderSettings,
+    LastRound,
+)
 from pymc_sfp.core.dynamics import (
     DynamicsSettings,
     LogpGrad,
@@ -849,12 +854,13 @@ class LadderDynamics:
         )
 
     def compiled_stats(self, result: LadderKernelResult) -> tuple[dict[str, Any], dict[str, int]]:
-        """Take the momenta and divergence counts of
+        """Take the momenta and (after tuning) divergence counts of
         :func:`~pymc_sfp.core.compiled_tempering.compiled_rounds`' ``result``; return the
         coldest chain's stats of the last round (as :meth:`step`'s last value of each,
         counts left out) and the counts summed over the chains and rounds."""
         self._noise = result.noise
-        self._divergences = result.divergences
+        if not self.tune:  # divergences count after tuning, as in step
+            self._divergences = result.divergences
         accept, diverging, energy, energy_error = result.cold
         cold = {
             "accept": np.float64(accept),
@@ -897,18 +903,13 @@ class LadderDynamics:
 
         def update_step_sizes(info: TransitionInfo) -> None:
             if adapt:
-                statistic = template._tuning_statistic(info, logp=logp)
-                for i, k in enumerate(chains):
-                    self._step_adapts[k].update(float(statistic[i]), True)
+                self._update_step_sizes(chains, info, logp)
 
         state, stats = template._draw(
             state, step_size, metric, density, self.rng, update_step_sizes
         )
-        if self.tune and self._diagonal is not None:
-            self._diagonal.update(chains, state.position)
-        elif self.tune:
-            for i, k in enumerate(chains):
-                self._potentials[k].update(state.position[i], state.grad[i], True)
+        if self.tune:
+            self._update_masses(chains, state.position, state.grad)
         else:
             self._divergences[chains] += stats["diverging"]
         self._noise[chains] = mass.whiten(state.momentum)
@@ -923,3 +924,44 @@ class LadderDynamics:
         if self.tune:
             self._read_adaptation(chains)
         return state, stats
+
+    def adapt_compiled(self, last: LastRound, chains: np.ndarray) -> None:
+        """A tuning draw made by compiled rounds (one round): the step-size and mass
+        adaptations of ``chains`` (the rows of ``last``) updated from the round's transitions
+        and end states, as :meth:`step` updates them."""
+        if self._template.adapt_step_size:
+            for fields in last.transitions:
+                error, diverging, hit, before, share = fields.T
+                # The fields the tuning statistic reads; it reads no other.
+                info = TransitionInfo(
+                    accept_stat=np.nan,
+                    accepted=np.nan,
+                    energy_error=error,
+                    energy=np.nan,
+                    diverging=diverging == 1.0,
+                    n_grad=0,
+                    hit_constraint=hit == 1.0,
+                    energy_error_before_constraint=before,
+                    share_before_constraint=share,
+                )
+                self._update_step_sizes(chains, info, last.start_logp)
+        self._update_masses(chains, last.position, last.grad)
+        self._read_adaptation(chains)
+
+    def _update_step_sizes(
+        self, chains: np.ndarray, info: TransitionInfo, logp: np.ndarray
+    ) -> None:
+        """Dual averaging of each chain's step size after one batched transition (``logp`` at
+        the draw's start)."""
+        statistic = self._template._tuning_statistic(info, logp=logp)
+        for i, k in enumerate(chains):
+            self._step_adapts[k].update(float(statistic[i]), True)
+
+    def _update_masses(self, chains: np.ndarray, position: np.ndarray, grad: np.ndarray) -> None:
+        """The mass-matrix adaptation of each chain after a tuning draw ending at ``position``
+        (one row per chain) with gradient ``grad``."""
+        if self._diagonal is not None:
+            self._diagonal.update(chains, position)
+            return
+        for i, k in enumerate(chains):
+            self._potentials[k].update(position[i], grad[i], True)

@@ -54,7 +54,7 @@ from pymc_sfp.core.compiled_tempering import (
     compiled_rounds,
     prior_draws,
 )
-from pymc_sfp.core.dynamics import swap_neighbours
+from pymc_sfp.core.dynamics import swap_acceptance, swap_neighbours
 from pymc_sfp.core.tempering import (
     EvidenceEstimate,
     barrier_total,
@@ -187,12 +187,15 @@ class ParallelTempering(ArrayStepShared):
         matrices (any ``scaling`` or ``potential`` but a sparse one); ``True`` makes it an
         error otherwise.
     compiled : bool, optional
-        After tuning, run all the rounds of a draw as one call of machine code
+        Run all the rounds of a draw as one call of machine code
         (:func:`pymc_sfp.core.compiled_tempering.compiled_rounds`): the vectorised ladder's
         dynamics, the swaps, the index process and the swap record, with the same random
         numbers, so the same draws and stats as the NumPy rounds up to the last bits of
-        ``exp``. Default: where it applies, i.e. with the vectorised ladder and a log-density
-        compiled by PyTensor's Numba backend; tuning draws, other explorers and
+        ``exp`` (a tuning draw's one round too, whose transitions and swaps the adaptations
+        then read, as they read the NumPy round's: the swap record of tuning is computed with
+        NumPy's ``exp``, so the schedule, step sizes and mass matrices adapt exactly as with
+        the NumPy rounds). Default: where it applies, i.e. with the vectorised ladder and a
+        log-density compiled by PyTensor's Numba backend; other explorers and
         ``compiled=False`` run the NumPy rounds (``fallback_reason`` says why). ``True`` makes
         it an error where it does not apply.
     model, rng, initial_point, compile_kwargs, blocked :
@@ -386,6 +389,9 @@ class ParallelTempering(ArrayStepShared):
                 "is"
             )
         self._prior_sampler = None
+        # Whether the prior sampler's machine code makes its draws (_prior_states): decided
+        # at the first draw.
+        self._prior_in_place: bool | None = None
         if schedule[0] == 0.0 and prior_draws is not False and not boxed:
             self._prior_sampler = compile_prior_sampler(graph, compile_kwargs)
             if prior_draws and self._prior_sampler is None:
@@ -541,16 +547,16 @@ class ParallelTempering(ArrayStepShared):
             self.replicas = np.tile(np.asarray(q0.data, dtype=np.float64), (n_chains, 1))
         self.replicas[-1] = q0.data
         collected = self._forwarded.start(n_chains)
+        # A tuning draw is one round: the adaptation works round by round.
+        n_rounds = 1 if self.tune else self.rounds_per_draw
         rounds = None
-        if self.fallback_reason is None and not self.tune:
-            rounds = self._compiled_rounds(collected)
+        if self.fallback_reason is None:
+            rounds = self._compiled_rounds(collected, n_rounds)
         if rounds is not None:
             terms, accepted, proposed = rounds
         else:
             accepted, proposed = np.zeros(n_chains - 1), np.zeros(n_chains - 1)
-            # A tuning draw is one round: the adaptation works round by round, and the NumPy
-            # rounds of tuning would otherwise cost more than the compiled ones after it.
-            for _ in range(1 if self.tune else self.rounds_per_draw):
+            for _ in range(n_rounds):
                 terms, swap_accept = self._round(info, collected)
                 swapped = ~np.isnan(swap_accept)
                 np.add(accepted, swap_accept, out=accepted, where=swapped)
@@ -574,7 +580,7 @@ class ParallelTempering(ArrayStepShared):
             "n_chains": n_chains,
             "barrier": self.barrier,
             "round_trips": self.index_process.round_trips,
-            "rounds_per_draw": 1 if self.tune else self.rounds_per_draw,
+            "rounds_per_draw": n_rounds,
             "model_logp": float(terms[-1].sum()),
             "log_evidence": evidence[0],
             "log_evidence_se": evidence[1],
@@ -653,16 +659,15 @@ class ParallelTempering(ArrayStepShared):
         return None
 
     def _compiled_rounds(
-        self, collected: _Collected
+        self, collected: _Collected, n_rounds: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The draw's rounds in one call of machine code
+        """The draw's ``n_rounds`` rounds in one call of machine code
         (:func:`~pymc_sfp.core.compiled_tempering.compiled_rounds`): the same draws and stats
-        as :meth:`_round`'s, from the same random streams. Returns the terms after the last
-        round and the summed and counted swap acceptances, or ``None`` where a call of the
-        model raised inside the machine code (the rounds then run in Python, which raises the
-        model's error itself)."""
+        as :meth:`_round`'s, from the same random streams, and while tuning the same
+        adaptation. Returns the terms after the last round and the summed and counted swap
+        acceptances, or ``None`` where a call of the model raised inside the machine code (the
+        rounds then run in Python, which raises the model's error itself)."""
         ladder = self._explorers
-        n_rounds = self.rounds_per_draw
         prior_states = prior_terms = None
         if self._prior_sampler is not None:
             prior_states = self._prior_states(n_rounds)
@@ -705,13 +710,28 @@ class ParallelTempering(ArrayStepShared):
             raise
         self.replicas = result.replicas
         self.n_rounds += n_rounds
-        self.swap_record = record._replace(rejections=result.rejections, proposals=result.proposals)
+        accepted, proposed = result.swap_accepted, result.swap_proposed
+        if self.tune:
+            # The schedule adapts to the swap record: computed with NumPy's exp, as the NumPy
+            # rounds compute it (the C library's exp of the machine code may differ in the last
+            # bit, which the adaptation would carry into every later draw).
+            swap_accept = np.array([swap_acceptance(r) for r in result.last_round.swap_log_ratio])
+            self.swap_record = record_swaps(record, swap_accept)
+            proposed = (~np.isnan(swap_accept)).astype(np.float64)
+            accepted = np.where(proposed == 1.0, swap_accept, 0.0)
+        else:
+            self.swap_record = record._replace(
+                rejections=result.rejections, proposals=result.proposals
+            )
         self.index_process = index._replace(
             rung=result.rung, last_end=result.last_end, round_trips=result.round_trips
         )
         cold, counts = ladder.compiled_stats(result)
         collected.add_compiled(cold, counts, result.diverging)
-        return result.terms, result.swap_accepted, result.swap_proposed
+        if self.tune:
+            first = 0 if prior_states is None else 1
+            ladder.adapt_compiled(result.last_round, np.arange(first, len(self.betas)))
+        return result.terms, accepted, proposed
 
     def _prior_terms(self, states: np.ndarray) -> np.ndarray:
         """The prior and log-likelihood of the prior rung's ``states`` (rows) in one call of the
@@ -726,19 +746,14 @@ class ParallelTempering(ArrayStepShared):
         its generator in place (PyTensor's Numba backend), else call by call. ``None`` where
         the sampler raised inside the machine code."""
         draw = self._prior_sampler[0]
-        function = getattr(draw, "function", None)
-        jit_fn = getattr(getattr(function, "vm", None), "jit_fn", None)
-        cells = getattr(function.vm, "inputs", ()) if jit_fn is not None else ()
-        if (
-            len(cells) == 1
-            and isinstance(cells[0][0], np.random.Generator)
-            and function.maker.fgraph.update_mapping == {1: 0}
-            and n_rounds > 1  # a call of the sampler costs less than a call of machine code
-            and _advances_in_place(jit_fn, cells[0][0])
-        ):
-            generator = cells[0][0]
+        if self._prior_in_place is None:
+            self._prior_in_place = _advances_in_place(draw)
+        if self._prior_in_place:
+            # Looked up at each call: the function's storage, which seeding a chain refills,
+            # is not the same object after the step is copied to a worker process.
+            vm = draw.function.vm
             try:
-                return prior_draws(jit_fn, generator, n_rounds, self.replicas.shape[1])
+                return prior_draws(vm.jit_fn, vm.inputs[0][0], n_rounds, self.replicas.shape[1])
             except ModelCallError:
                 return None
         return np.array([draw() for _ in range(n_rounds)])
@@ -1007,10 +1022,21 @@ def _clone_step(step: Any) -> Any:
 
 
 @functools.cache
-def _advances_in_place(jit_fn: Callable, generator: np.random.Generator) -> bool:
-    """Whether the prior sampler's machine code ``jit_fn`` returns the generator it is given,
-    advanced (tried on a copy): its draws are then those of the sampler."""
-    trial = copy.deepcopy(generator)
+def _advances_in_place(draw: Callable[[], np.ndarray]) -> bool:
+    """Whether the prior sampler has machine code (PyTensor's Numba backend) of one generator
+    that returns the generator it is given, advanced (tried on a copy): its draws are then
+    those of the sampler, and :func:`~pymc_sfp.core.compiled_tempering.prior_draws` makes
+    them."""
+    function = getattr(draw, "function", None)
+    jit_fn = getattr(getattr(function, "vm", None), "jit_fn", None)
+    cells = getattr(function.vm, "inputs", ()) if jit_fn is not None else ()
+    if not (
+        len(cells) == 1
+        and isinstance(cells[0][0], np.random.Generator)
+        and function.maker.fgraph.update_mapping == {1: 0}
+    ):
+        return False
+    trial = copy.deepcopy(cells[0][0])
     return jit_fn(trial)[-1] is trial
 
 

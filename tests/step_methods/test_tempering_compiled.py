@@ -7,6 +7,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
 import pymc_sfp
 from pymc_sfp.core.compiled_tempering import _pairwise_sum
@@ -15,12 +16,25 @@ from pymc_sfp.datasets import multimodal_targets
 _FACTOR = np.random.default_rng(0).normal(size=(10, 10))
 #: A well-conditioned dense 10 × 10 mass matrix.
 DENSE_10D = _FACTOR @ _FACTOR.T / 10 + np.eye(10)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)  # PyMC calls it experimental
+    #: A dense mass matrix adapted while tuning (from the states and their gradients).
+    DENSE_ADAPTED_2D = QuadPotentialFullAdapt(2, np.zeros(2))
 
 
 def _run(model, compiled, tune=60, draws=40, **kwargs):
+    """``tune + draws`` steps from the model's initial point; the step (with
+    ``numpy_rounds_run``, the rounds it ran in NumPy, tuning ones included) and every draw."""
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         step = pymc_sfp.ParallelTempering(compiled=compiled, **kwargs)
+        numpy_round, step.numpy_rounds_run = step._round, []
+
+        def counted(*args):
+            step.numpy_rounds_run.append(step.tune)
+            return numpy_round(*args)
+
+        step._round = counted
         step.setup_chain(np.random.default_rng(7), tune, draws)
         point = model.initial_point()
         out = []
@@ -62,6 +76,7 @@ def _assert_same(reference, compiled):
         # 10-D everywhere).
         ("mixture-2d", 2, {"scaling": np.array([[1.0, 0.3], [0.3, 2.0]])}),
         ("mixture-10d", 1, {"scaling": DENSE_10D}),
+        ("mixture-2d", 2, {"potential": DENSE_ADAPTED_2D}),
     ],
 )
 def test_compiled_rounds_make_the_numpy_draws(name, rounds_per_draw, explorer_kwargs):
@@ -76,6 +91,9 @@ def test_compiled_rounds_make_the_numpy_draws(name, rounds_per_draw, explorer_kw
     assert step.fallback_reason is None
     _assert_same(reference, compiled)
     assert step.n_rounds == step_ref.n_rounds
+    # Every round of the compiled run, tuning's too, ran as machine code.
+    assert step.numpy_rounds_run == [] and len(step_ref.numpy_rounds_run) == step_ref.n_rounds
+    assert step_ref.numpy_rounds_run.count(True) == 60
     assert step.index_process.round_trips == step_ref.index_process.round_trips
 
 
@@ -124,23 +142,39 @@ def _walled_model():
     return model
 
 
-def test_compiled_rounds_with_divergences_and_a_hard_constraint():
+@pytest.mark.parametrize(
+    ("explorer_kwargs", "tune", "draws", "checked"),
+    [
+        # A step size far too large for the posterior, kept: divergences as well as wall hits
+        # after tuning.
+        ({"step_size": 2.5, "adapt_step_size": False, "n_leapfrog": 4}, 10, 80, "draws"),
+        # Adapted while tuning, energy errors above 0.3 counting as divergences: the
+        # dual-averaging statistic credits a trajectory that hit the wall by its share before
+        # it and counts a divergence as 0, so the compiled tuning rounds must hand it the NumPy
+        # rounds' transitions.
+        ({"step_size": 2.5, "n_leapfrog": 4, "max_energy_error": 0.3}, 80, 10, "tuning"),
+    ],
+)
+def test_compiled_rounds_with_divergences_and_a_hard_constraint(
+    explorer_kwargs, tune, draws, checked
+):
     model = _walled_model()
     kwargs = {
         "n_chains": 4,
         "adapt_schedule": False,
         "rounds_per_draw": 2,
         "explorer": pymc_sfp.StochasticDynamics,
-        # A step size far too large for the posterior: divergences as well as wall hits.
-        "explorer_kwargs": {"step_size": 2.5, "adapt_step_size": False, "n_leapfrog": 4},
+        "explorer_kwargs": explorer_kwargs,
     }
-    _, reference = _run(model, False, tune=10, draws=80, **kwargs)
-    step, compiled = _run(model, None, tune=10, draws=80, **kwargs)
-    assert step.fallback_reason is None
+    _, reference = _run(model, False, tune=tune, draws=draws, **kwargs)
+    step, compiled = _run(model, None, tune=tune, draws=draws, **kwargs)
+    assert step.fallback_reason is None and step.numpy_rounds_run == []
     _assert_same(reference, compiled)
-    after = [stats for _, stats in compiled[10:]]
-    assert sum(s["n_constraint_hits"] for s in after) > 0
-    assert any(np.any(s["replica_diverging"] == True) for s in after)  # noqa: E712
+    stats = [s for _, s in (compiled[tune:] if checked == "draws" else compiled[:tune])]
+    assert sum(s["n_constraint_hits"] for s in stats) > 0
+    assert any(np.any(s["replica_diverging"] == True) for s in stats)  # noqa: E712
+    if checked == "tuning":  # the step sizes adapted: the cold rung's ended far below 2.5
+        assert stats[-1]["step_size"] < 1.0
 
 
 def test_compiled_rounds_without_prior_draws():
