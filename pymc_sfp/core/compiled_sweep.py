@@ -56,7 +56,7 @@ from numba.core.types.function_type import WrapperAddressProtocol
 from pymc_sfp.core import sfp
 from pymc_sfp.core.sfp import SweepInfo, SweepSettings, SweepState, draw_uniforms
 
-__all__ = ["FunctionAddress", "ModelCallError", "compiled_sweep", "sweep_kernel"]
+__all__ = ["FunctionAddress", "ModelCallError", "compiled_probe", "compiled_sweep", "sweep_kernel"]
 
 _LOG2 = math.log(2.0)
 
@@ -584,6 +584,7 @@ def sweep_kernel(
     report_points,
     order,
     track,
+    probe,
     uniforms,
     constants,
 ):
@@ -594,6 +595,9 @@ def sweep_kernel(
     ``relative``: the line is known up to a constant of the line (module docstring);
     ``uniforms[i]`` are coordinate ``i``'s three uniforms; ``track`` as ``track_quantiles``
     (all ``False`` for none); ``constants`` those of :func:`_constants`.
+    ``probe``: draw nothing; each coordinate of ``order`` gets the envelope quantiles of its
+    conditional on its box at ``x`` in ``quantiles`` (NaN where the log-density is finite
+    nowhere on it), what :func:`~pymc_sfp.core.sfp.probe_line` finds on that line.
     A NaN ``logp_current`` is evaluated first (as the reference sweep does). Returns the
     coordinate at which a call of the model failed (``-1`` for none, ``len(x)`` for the start's
     evaluation: the sweep stops there), the new position and log-density, then the counts and
@@ -644,6 +648,11 @@ def sweep_kernel(
             cdf = _normalised(cdf)
         for value in logp:
             n_nonfinite += not math.isfinite(value)
+        if probe:
+            if len(cdf):
+                quantiles[0, i] = _ppf(nodes, cdf, slopes, envelope_quantile)
+                quantiles[1, i] = _ppf(nodes, cdf, slopes, 1 - envelope_quantile)
+            continue
         for k in range(n_report):
             report_grid[i, k] = a + report_points[k] * (b - a)
         if len(cdf) == 0:
@@ -864,6 +873,76 @@ def _entry_point(kernel: Callable, key: tuple, arguments: tuple) -> Callable:
     return entry
 
 
+def _kernel_call(
+    position: np.ndarray,
+    logp: float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    settings: SweepSettings,
+    point: Callable,
+    point_extra: tuple,
+    along: Callable | Sequence[Callable],
+    along_extra: tuple,
+    *,
+    order: np.ndarray | None,
+    track: np.ndarray | None,
+    probe: bool,
+    relative: bool,
+    line_starts: np.ndarray | None,
+    uniforms: np.ndarray,
+    report_points: np.ndarray,
+) -> tuple:
+    """Call :func:`sweep_kernel` with its arguments in the types it was compiled for; its
+    results, or :class:`ModelCallError` where a call of the model failed."""
+    if settings.basis is not None:
+        raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
+    n = len(position)
+    position = np.ascontiguousarray(position, dtype=np.float64)
+    point_address = _address(point, point_extra, lambda: (position,))
+    alongs = tuple(along) if isinstance(along, Sequence) else (along,)
+    along_addresses = tuple(
+        _address(
+            function,
+            along_extra,
+            lambda: (position, np.array(0, dtype=np.int64), position[:1]),
+            any_layout=True,
+        )
+        for function in alongs
+    )
+    arguments = (
+        point_address,
+        tuple(point_extra),
+        along_addresses,
+        np.zeros(1, dtype=np.int64)
+        if line_starts is None
+        else np.ascontiguousarray(line_starts, dtype=np.int64),
+        tuple(along_extra),
+        position,
+        float(logp),
+        np.ascontiguousarray(lower, dtype=np.float64),
+        np.ascontiguousarray(upper, dtype=np.float64),
+        np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
+        float(settings.D),
+        bool(settings.correct),
+        bool(relative),
+        np.ascontiguousarray(settings.interval, dtype=np.bool_),
+        np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
+        np.ascontiguousarray(report_points, dtype=np.float64),
+        np.arange(n, dtype=np.int64)
+        if order is None
+        else np.ascontiguousarray(order, dtype=np.int64),
+        np.zeros(n, dtype=np.bool_) if track is None else np.ascontiguousarray(track, np.bool_),
+        bool(probe),
+        np.ascontiguousarray(uniforms, dtype=np.float64),
+        _constants(),
+    )
+    kernel = _entry_point(sweep_kernel, (point_address, *along_addresses), arguments)
+    results = kernel(*arguments)
+    if results[0] >= 0:
+        raise ModelCallError(int(results[0]) if results[0] < n else None)
+    return results
+
+
 def compiled_sweep(
     state: SweepState,
     lower: np.ndarray,
@@ -899,55 +978,26 @@ def compiled_sweep(
     ModelCallError
         If a call of the log-density raised; ``state`` is left as it was.
     """
-    if settings.basis is not None:
-        raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
-    n = len(state.position)
     if uniforms is None:
-        uniforms = draw_uniforms(rng, n)
-    position = np.ascontiguousarray(state.position, dtype=np.float64)
-    point_address = _address(point, point_extra, lambda: (position,))
-    alongs = tuple(along) if isinstance(along, Sequence) else (along,)
-    along_addresses = tuple(
-        _address(
-            function,
-            along_extra,
-            lambda: (position, np.array(0, dtype=np.int64), position[:1]),
-            any_layout=True,
-        )
-        for function in alongs
+        uniforms = draw_uniforms(rng, len(state.position))
+    _, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = _kernel_call(
+        state.position,
+        state.logp,
+        lower,
+        upper,
+        settings,
+        point,
+        point_extra,
+        along,
+        along_extra,
+        order=order,
+        track=track_quantiles,
+        probe=False,
+        relative=relative,
+        line_starts=line_starts,
+        uniforms=uniforms,
+        report_points=settings.report_points,
     )
-    arguments = (
-        point_address,
-        tuple(point_extra),
-        along_addresses,
-        np.zeros(1, dtype=np.int64)
-        if line_starts is None
-        else np.ascontiguousarray(line_starts, dtype=np.int64),
-        tuple(along_extra),
-        position,
-        float(state.logp),
-        np.ascontiguousarray(lower, dtype=np.float64),
-        np.ascontiguousarray(upper, dtype=np.float64),
-        np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
-        float(settings.D),
-        bool(settings.correct),
-        bool(relative),
-        np.ascontiguousarray(settings.interval, dtype=np.bool_),
-        np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
-        np.ascontiguousarray(settings.report_points, dtype=np.float64),
-        np.arange(n, dtype=np.int64)
-        if order is None
-        else np.ascontiguousarray(order, dtype=np.int64),
-        np.zeros(n, dtype=np.bool_)
-        if track_quantiles is None
-        else np.ascontiguousarray(track_quantiles, dtype=np.bool_),
-        np.ascontiguousarray(uniforms, dtype=np.float64),
-        _constants(),
-    )
-    kernel = _entry_point(sweep_kernel, (point_address, *along_addresses), arguments)
-    failed, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = kernel(*arguments)
-    if failed >= 0:
-        raise ModelCallError(int(failed) if failed < n else None)
     empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = per_coordinate
     info = SweepInfo(
         n_accepted=int(accepted),
@@ -964,3 +1014,63 @@ def compiled_sweep(
         report_cdf=report_cdf,
     )
     return SweepState(x, float(logp)), info
+
+
+def compiled_probe(
+    position: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    settings: SweepSettings,
+    point: Callable,
+    point_extra: tuple,
+    along: Callable | Sequence[Callable],
+    along_extra: tuple,
+    coordinates: np.ndarray,
+    *,
+    relative: bool = False,
+    line_starts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~pymc_sfp.core.sfp.probe_line` of each of ``coordinates`` at ``position``, on
+    the grid of ``settings`` (``probe_line``'s ``n_points`` is the length of its
+    ``unit_nodes``), in one call of :func:`sweep_kernel`.
+
+    ``lower`` and ``upper`` are the boxes, widened as ``probe_line`` widens them
+    (:func:`~pymc_sfp.core.sfp.probe_interval`); the other arguments as for
+    :func:`compiled_sweep`. The kernel's conditionals and quantiles are those of the compiled
+    sweep, so the quantiles agree with the reference's as the sweep's tracked quantiles do.
+
+    Returns
+    -------
+    quantile_low, quantile_high : ndarray, shape (len(position),)
+        The probed conditionals' ``ENVELOPE_QUANTILE`` and ``1 - ENVELOPE_QUANTILE``
+        quantiles; NaN for the coordinates not probed and where ``probe_line`` returns ``None``
+        (the log-density finite nowhere on the probed line).
+
+    Raises
+    ------
+    ModelCallError
+        If a call of the log-density raised.
+    """
+    n = len(position)
+    probe_lower, probe_upper = sfp.probe_interval(np.asarray(lower), np.asarray(upper))
+    # A finite log-density at the start, so that the kernel does not evaluate it: nothing is
+    # drawn, so nothing reads it.
+    *_, quantiles, _, _ = _kernel_call(
+        position,
+        0.0,
+        probe_lower,
+        probe_upper,
+        settings,
+        point,
+        point_extra,
+        along,
+        along_extra,
+        order=coordinates,
+        track=None,
+        probe=True,
+        relative=relative,
+        line_starts=line_starts,
+        uniforms=np.zeros((n, 3)),
+        report_points=np.zeros(0),
+    )
+    return quantiles[0], quantiles[1]

@@ -45,6 +45,7 @@ __all__ = [
     "interpolation_error",
     "logp_at_proposal",
     "open_interval",
+    "probe_interval",
     "probe_line",
     "propose",
     "propose_on_grid",
@@ -101,6 +102,8 @@ REFINEMENT_BUDGET = 4
 
 LineLogp = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
 PointLogp = Callable[[np.ndarray], float]
+#: A box's end: one coordinate's, or every coordinate's.
+Bound = float | np.ndarray
 
 
 class SweepSettings(NamedTuple):
@@ -635,6 +638,13 @@ def refit_boxes(boxes: BoxTuning, auto: np.ndarray, *, allow_shrink: bool) -> Bo
     return BoxTuning(lower, upper, envelope_lower, envelope_upper)
 
 
+def probe_interval(lower: Bound, upper: Bound) -> tuple[Bound, Bound]:
+    """The line :func:`probe_line` probes for the box ``[lower, upper]``: centred on it,
+    :data:`PROBE_FACTOR` times as wide."""
+    centre, half_width = 0.5 * (lower + upper), 0.5 * PROBE_FACTOR * (upper - lower)
+    return centre - half_width, centre + half_width
+
+
 def probe_line(
     x: np.ndarray,
     index: int,
@@ -656,8 +666,9 @@ def probe_line(
         The probed conditional's ``ENVELOPE_QUANTILE`` and ``1 - ENVELOPE_QUANTILE`` quantiles,
         or ``None`` when the log-density is finite nowhere on the probed line.
     """
-    centre, half_width = 0.5 * (lower + upper), 0.5 * PROBE_FACTOR * (upper - lower)
-    nodes = np.linspace(centre - half_width, centre + half_width, n_points)
+    a, b = probe_interval(lower, upper)
+    # As the sweep places its nodes on a box (and the compiled probe does).
+    nodes = a + np.linspace(0.0, 1.0, n_points) * (b - a)
     logp, _ = line_logp(x, index, nodes)
     nodes, logp, _, _ = resolve_line(x, index, nodes, logp, line_logp, D)
     conditional = quadrature_conditional(nodes, logp, D)

@@ -1021,7 +1021,6 @@ def _clone_step(step: Any) -> Any:
     return clone
 
 
-@functools.cache
 def _advances_in_place(draw: Callable[[], np.ndarray]) -> bool:
     """Whether the prior sampler has machine code (PyTensor's Numba backend) of one generator
     that returns the generator it is given, advanced (tried on a copy): its draws are then

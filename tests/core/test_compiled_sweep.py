@@ -13,6 +13,7 @@ from pymc_sfp.core.compiled_sweep import (
     _cdf_along,
     _cdf_at,
     _tabulate,
+    compiled_probe,
     compiled_sweep,
 )
 from pymc_sfp.core.fokker_planck import CollocationBasis
@@ -224,6 +225,57 @@ def test_a_start_without_its_log_density_is_evaluated_first(density, start):
     assert evaluated.n_logp_evals == given.n_logp_evals + 1
     assert evaluated.n_accepted == given.n_accepted
     np.testing.assert_array_equal(evaluated.report_cdf, given.report_cdf)
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["exact-line", "line-up-to-a-constant"])
+@pytest.mark.parametrize(
+    "density, start, coordinates",
+    [
+        (_gaussian, [0.5, -0.5, 2.0], [0, 1, 2]),
+        # Refinement locates the constraint's edge on lines 0 and 1; on line 2 (x0 + x1 = 6)
+        # the log-density is finite nowhere, where probe_line finds nothing.
+        (_constrained, [3.0, 3.0, 0.0], [0, 1, 2]),
+        (_gaussian, [0.5, -0.5, 2.0], [2, 0]),
+    ],
+    ids=["gaussian", "constrained", "some-coordinates"],
+)
+def test_compiled_probe_finds_what_probe_line_finds(density, start, coordinates, relative):
+    """Every probed line's quantiles equal ``probe_line``'s (to the tolerance of the sweep's
+    tracked quantiles: the CDF's last bits divided by ``ENVELOPE_QUANTILE``), NaN where it
+    finds nothing and for the coordinates not probed; the point is not moved."""
+    point, along, line_logp, _ = jitted(density)
+    if relative:
+        along, line_logp = shifted(density)
+    config = settings(True, L=12)
+    start = np.array(start)
+    lower, upper = np.array([-1.0, -0.5, 0.0]), np.array([1.0, 1.5, 0.5])
+    low, high = compiled_probe(
+        start, lower, upper, config, point, (), along, (), np.array(coordinates), relative=relative
+    )
+    tail = {"rtol": 1e-12 / sfp.ENVELOPE_QUANTILE, "atol": 0.0}
+    for i in range(3):
+        found = None
+        if i in coordinates:
+            found = sfp.probe_line(start, i, lower[i], upper[i], line_logp, config.D, 12)
+        if found is None:
+            assert np.isnan(low[i]) and np.isnan(high[i]), i
+        else:
+            np.testing.assert_allclose([low[i], high[i]], found, **tail, err_msg=f"line {i}")
+            # The probed line reaches beyond the box: a probe that ignored the widening would
+            # find nothing outside it.
+            assert found[0] < lower[i] or found[1] > upper[i]
+    assert (density is _constrained) == np.isnan(low[list(coordinates)]).any()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_density_that_raises_stops_the_probe():
+    """A model call that raises inside the compiled probe is reported as for the sweep."""
+    point, along, _, _ = jitted(_raising)
+    with pytest.raises(ModelCallError, match="coordinate 1"):
+        compiled_probe(
+            np.zeros(3), np.full(3, -1.0), np.full(3, 1.0), settings(True), point, (), along,
+            (), np.arange(3),
+        )  # fmt: skip
 
 
 @cache

@@ -15,7 +15,12 @@ from pymc.blocking import DictToArrayBijection, RaveledVars
 from pytensor.raise_op import Assert
 
 from pymc_sfp import SFPStep, nn
-from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_sweep, sweep_kernel
+from pymc_sfp.core.compiled_sweep import (
+    ModelCallError,
+    compiled_probe,
+    compiled_sweep,
+    sweep_kernel,
+)
 from pymc_sfp.learning import marginal_prior
 from pymc_sfp.learning.tabulated_prior import static_shape
 from pymc_sfp.marginals import Marginal
@@ -110,12 +115,33 @@ def test_a_sweep_made_again_after_a_failed_compiled_one_makes_the_numpy_sweeps_d
     np.testing.assert_array_equal(draws, reference_draws)
 
 
+def test_a_probe_made_again_after_a_failed_compiled_one_finds_the_numpy_probes_boxes(
+    monkeypatch,
+):
+    """Where the compiled probe fails (simulated: the model does not raise from Python), the
+    NumPy probe is made instead: the boxes after the refit, and the draws, are the NumPy
+    kernel's."""
+    model = small_model()
+    with model:
+        steps = [SFPStep(L=8, compiled=choice) for choice in (True, False)]
+
+    def failing_compiled_probe(*args, **kwargs):
+        raise ModelCallError(0)
+
+    monkeypatch.setattr(sfp_module, "compiled_probe", failing_compiled_probe)
+    draws, _ = run(steps[0], model, 30)
+    reference_draws, _ = run(steps[1], model, 30)
+    np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
+    np.testing.assert_allclose(steps[0].box_lower, steps[1].box_lower, rtol=1e-10)
+    np.testing.assert_allclose(steps[0].box_upper, steps[1].box_upper, rtol=1e-10)
+
+
 @pytest.mark.parametrize("marginal_points", [4, None])
 @pytest.mark.parametrize("correct", [True, False])
-def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct, marginal_points):
-    """30 tuning sweeps (a box refit with its probe at 25): every draw and every stat of the
-    compiled sweep equal the NumPy sweep's from the same seed, with the CDFs recorded between
-    the nodes or by default (at the nodes and the cells' middles)."""
+def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct, marginal_points, monkeypatch):
+    """30 tuning sweeps (a box refit with its probe at 25, compiled too): every draw and every
+    stat of the compiled sweep equal the NumPy sweep's from the same seed, with the CDFs
+    recorded between the nodes or by default (at the nodes and the cells' middles)."""
     model = small_model()
     with model:
         steps = [
@@ -124,8 +150,16 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct, marginal_points):
         ]
     assert steps[0].kernel == "numba" and steps[0].fallback_reason is None
     assert steps[1].kernel == "numpy" and steps[1].fallback_reason == "compiled=False"
+    probes = []
+    monkeypatch.setattr(
+        sfp_module,
+        "compiled_probe",
+        lambda *args, **kwargs: probes.append(compiled_probe(*args, **kwargs)) or probes[-1],
+    )
     draws, stats = run(steps[0], model, 30)
+    assert len(probes) == 1 and np.isfinite(probes[0][0][steps[0]._auto]).all()
     reference_draws, reference_stats = run(steps[1], model, 30)
+    assert len(probes) == 1
     # Equal up to the last bits of floating point (NumPy's SIMD exp/log against the C library's,
     # tests/core/test_compiled_sweep.py), which 30 sweeps carry forward to ~1e-14; every
     # decision (acceptance, evaluations, edge hits) is exactly the same.
