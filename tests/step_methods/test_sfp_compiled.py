@@ -245,6 +245,35 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
     assert jitted[1].along[0] is jitted[0].along[0] and jitted[1].point is jitted[0].point
 
 
+def test_compiled_probe_reads_a_networks_lines_at_the_chains_point(monkeypatch):
+    """The probe at tuning draw 25 on a network: the weights' structured lines read the
+    network from the cache made at the chain's point (the probe moves nothing, so the cache is
+    never advanced), the group scales' general lines evaluate it in full. The boxes it refits
+    and the draws after it are the NumPy step's, whose probe evaluates every line afresh."""
+    rng = np.random.default_rng(5)
+    with pm.Model() as model:
+        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
+        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
+        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+    assert steps[0].kernel == "numba"
+    structured = steps[0].evaluator.structured
+    assert 0 < structured[steps[0]._auto].sum() < steps[0]._auto.sum()
+    probes = []
+    monkeypatch.setattr(
+        sfp_module,
+        "compiled_probe",
+        lambda *args, **kwargs: probes.append(compiled_probe(*args, **kwargs)) or probes[-1],
+    )
+    draws, _ = run(steps[0], model, 28)
+    reference_draws, _ = run(steps[1], model, 28)
+    assert len(probes) == 1
+    # A draw near 0 is placed to within 1e-12 of its box's width (tests/core): the last bits.
+    width = float(np.max(steps[1].box_upper - steps[1].box_lower))
+    np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=1e-12 * width)
+    np.testing.assert_allclose(steps[0].box_lower, steps[1].box_lower, rtol=1e-10)
+    np.testing.assert_allclose(steps[0].box_upper, steps[1].box_upper, rtol=1e-10)
+
+
 _NETWORK_STEP_SCRIPT = """
 import numpy as np, pymc as pm
 from pymc_sfp import SFPStep, nn
