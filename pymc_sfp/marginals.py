@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -24,6 +24,7 @@ __all__ = [
     "STAT_PREFIX_CDF",
     "Marginal",
     "average_conditionals",
+    "average_recorded_conditionals",
     "conditional_stats",
     "declare_conditional_stats",
     "recorded_grid",
@@ -271,18 +272,90 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
             "grids and cdfs must be arrays of the same shape (draws, points) with at least one "
             f"draw; got {grids.shape} and {cdfs.shape}"
         )
-    # Grids told apart by their bytes: after tuning a chain's boxes, and so its grids, are all
-    # equal, and np.unique(axis=0), sorting the rows column by column, took most of the time.
+    return _average_of_groups(_grouped(grids, grids, cdfs, lambda rows: rows))
+
+
+def average_recorded_conditionals(boxes: np.ndarray, cdfs: np.ndarray) -> Marginal:
+    """:func:`average_conditionals` of conditional CDFs recorded with their boxes, as
+    :class:`~pymc_sfp.SFPStep` records them (:data:`STAT_PREFIX_BOX`).
+
+    The same marginal as ``average_conditionals(recorded_grid(boxes, K), cdfs)``, computed
+    from the distinct boxes: a chain's boxes are all equal after tuning, so the grids are made
+    once per box rather than once per draw, and the CDFs are summed per run of equal boxes.
+
+    Parameters
+    ----------
+    boxes : ndarray, shape (draws, 4)
+        Each draw's ``(lower, upper, shift, log)``.
+    cdfs : ndarray, shape (draws, K)
+        Each draw's conditional CDF at the ``K`` points of its box (any float dtype; summed in
+        float64).
+
+    Returns
+    -------
+    Marginal
+    """
+    boxes = np.asarray(boxes, dtype=float)
+    cdfs = np.asarray(cdfs)
+    if boxes.ndim != 2 or boxes.shape != (len(cdfs), BOX_FIELDS) or cdfs.ndim != 2 or not cdfs.size:
+        raise ValueError(
+            f"boxes and cdfs must be arrays of shapes (draws, {BOX_FIELDS}) and (draws, points) "
+            f"with at least one draw; got {boxes.shape} and {cdfs.shape}"
+        )
+    return _average_of_groups(_recorded_groups(boxes, cdfs))
+
+
+class _Groups(NamedTuple):
+    """Conditionals recorded on a few distinct grids: each grid (rows), how many draws were
+    recorded on it, and their mean CDF on it."""
+
+    grids: np.ndarray
+    counts: np.ndarray
+    means: np.ndarray
+
+
+def _grouped(keys: np.ndarray, grids: np.ndarray, cdfs: np.ndarray, grid_of: Callable) -> _Groups:
+    """Draws grouped by their rows of ``keys`` (the grid, or the box it is made from).
+
+    Runs of equal consecutive keys are found at once (after tuning a chain has one run) and
+    told apart by their bytes, so that a key that recurs later joins its group:
+    ``np.unique(axis=0)``, sorting the rows column by column, took most of the time.
+    ``grid_of`` makes the grids of the groups' first rows (``grids`` holds the rows it reads).
+    """
+    n = len(keys)
+    starts = np.concatenate([[0], np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1])
     first: dict[bytes, int] = {}
-    inverse = np.array([first.setdefault(row.tobytes(), len(first)) for row in grids])
-    counts = np.bincount(inverse)
-    unique_grids = grids[np.unique(inverse, return_index=True)[1]]
-    points = np.unique(unique_grids)
-    total = np.zeros_like(points)
-    for g, grid in enumerate(unique_grids):
-        mean_cdf = cdfs[inverse == g].mean(axis=0)
-        total += counts[g] * np.interp(points, grid, mean_cdf, left=0.0, right=1.0)
-    return Marginal(points, total / counts.sum())
+    group_of_run = np.array([first.setdefault(keys[i].tobytes(), len(first)) for i in starts])
+    sums = np.zeros((len(first), cdfs.shape[1]))
+    np.add.at(sums, group_of_run, np.add.reduceat(cdfs, starts, axis=0, dtype=np.float64))
+    counts = np.bincount(group_of_run, weights=np.diff(np.append(starts, n)))
+    leading = starts[np.unique(group_of_run, return_index=True)[1]]
+    return _Groups(grid_of(grids[leading]), counts, sums / counts[:, None])
+
+
+def _recorded_groups(boxes: np.ndarray, cdfs: np.ndarray) -> _Groups:
+    """:func:`_grouped` by box, each group's grid made by :func:`recorded_grid`."""
+    return _grouped(boxes, boxes, cdfs, lambda rows: recorded_grid(rows, cdfs.shape[1]))
+
+
+def _joined(groups: Sequence[_Groups]) -> _Groups:
+    return _Groups(*(np.concatenate(parts) for parts in zip(*groups, strict=True)))
+
+
+def _average_of_groups(groups: _Groups) -> Marginal:
+    """The average of the groups' conditionals (Eq. 7), on the union of their grids (each is
+    0 below and 1 above its own grid)."""
+    points = np.unique(groups.grids)
+    return Marginal(points, _cdf_of_groups(groups, points))
+
+
+def _cdf_of_groups(groups: _Groups, x: np.ndarray) -> np.ndarray:
+    """The average of the groups' conditional CDFs at ``x``, interpolated linearly on each
+    grid."""
+    total = np.zeros(np.shape(x))
+    for grid, count, mean in zip(*groups, strict=True):
+        total += count * np.interp(x, grid, mean, left=0.0, right=1.0)
+    return total / groups.counts.sum()
 
 
 #: Share of one chain's marginal mass outside another chain's box above which they disagree.
@@ -316,7 +389,9 @@ def _warn_if_narrower_than_recorded(name: str, cdf: np.ndarray) -> None:
         )
 
 
-def _warn_if_boxes_disagree(name: str, box: np.ndarray, cdf: np.ndarray) -> None:
+def _warn_if_boxes_disagree(
+    name: str, per_chain: dict[tuple, list[_Groups]], last_boxes: np.ndarray
+) -> None:
     """Warn when one chain's conditionals put mass outside another chain's (last) box.
 
     Automatic boxes are tuned per chain: chains that started near different modes can end with
@@ -325,53 +400,39 @@ def _warn_if_boxes_disagree(name: str, box: np.ndarray, cdf: np.ndarray) -> None
 
     Parameters
     ----------
-    box : ndarray, shape (chain, draw, *shape, 4)
-    cdf : ndarray, shape (chain, draw, *shape, K)
+    per_chain : dict
+        Per coordinate (its index in the variable), each chain's conditionals
+        (:func:`_recorded_groups`).
+    last_boxes : ndarray, shape (chain, *shape, 4)
+        Each chain's last box of each coordinate.
     """
-    if box.shape[0] < 2 or box.shape[1] == 0 or box.size == 0:
+    n_chains = last_boxes.shape[0]
+    if n_chains < 2:
         return
-    edges = recorded_grid(box[:, -1], 2)
-    lower, upper = edges[..., 0], edges[..., 1]  # (chain, *shape)
-    n_chains = box.shape[0]
+    edges = recorded_grid(last_boxes, 2)
     worst, where = 0.0, None
-    for c in range(n_chains):
-        grid = recorded_grid(box[c], cdf.shape[-1])
-        for d in range(n_chains):
-            if c == d:
-                continue
-            # Chain c's mean conditional CDF at chain d's box edges.
-            below = np.mean(_cdf_at(grid, cdf[c], lower[d]), axis=0)
-            above = 1.0 - np.mean(_cdf_at(grid, cdf[c], upper[d]), axis=0)
-            outside = below + above
-            if outside.max() > worst:
-                worst = float(outside.max())
-                where = (c, d, np.unravel_index(int(np.argmax(outside)), outside.shape))
+    for index, groups in per_chain.items():
+        # Each chain's mean conditional CDF at every chain's box edges.
+        ends = edges[(slice(None), *index)]  # (chain, 2)
+        for c in range(n_chains):
+            at_ends = _cdf_of_groups(groups[c], ends)
+            outside = at_ends[:, 0] + 1.0 - at_ends[:, 1]
+            outside[c] = 0.0
+            d = int(np.argmax(outside))
+            if outside[d] > worst:
+                worst, where = float(outside[d]), (c, d, index)
     if worst > BOX_DISAGREEMENT and where is not None:
         c, d, index = where
+        lower, upper = edges[(d, *index)]
         label = name + (f"[{', '.join(str(int(i)) for i in index)}]" if index else "")
         warnings.warn(
             f"SFP boxes of {label} disagree between chains: chain {c} puts {worst:.3g} of its "
-            f"mass outside chain {d}'s box [{float(lower[d][index]):.4g}, "
-            f"{float(upper[d][index]):.4g}], so the chains sample different restrictions of "
-            "the posterior (e.g. each around its own mode). Pass common `bounds` wide enough "
-            "for every chain, or tune longer.",
+            f"mass outside chain {d}'s box [{float(lower):.4g}, {float(upper):.4g}], so the "
+            "chains sample different restrictions of the posterior (e.g. each around its own "
+            "mode). Pass common `bounds` wide enough for every chain, or tune longer.",
             UserWarning,
             stacklevel=3,
         )
-
-
-def _cdf_at(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Each draw's recorded CDF at ``x`` (one point per coordinate): grid, cdf of shape
-    (draw, *shape, K), x of shape (*shape) → (draw, *shape)."""
-    below = (grid <= x[None, ..., None]).sum(axis=-1) - 1
-    k = np.clip(below, 0, grid.shape[-1] - 2)
-    left = np.take_along_axis(grid, k[..., None], axis=-1)[..., 0]
-    right = np.take_along_axis(grid, k[..., None] + 1, axis=-1)[..., 0]
-    f_left = np.take_along_axis(cdf, k[..., None], axis=-1)[..., 0]
-    f_right = np.take_along_axis(cdf, k[..., None] + 1, axis=-1)[..., 0]
-    t = np.clip((x[None] - left) / (right - left), 0.0, 1.0)
-    inside = f_left + t * (f_right - f_left)
-    return np.where(below < 0, 0.0, np.where(below >= grid.shape[-1] - 1, 1.0, inside))
 
 
 def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[str, Any]:
@@ -447,24 +508,26 @@ def sfp_marginals(idata: Any, var_names: str | list[str] | None = None) -> dict[
             _warn_if_unresolved(float(np.nanmean(accept)))
     out: dict[str, Any] = {}
     for name in names:
-        cdf = read(prefixes[name] + STAT_PREFIX_CDF + name)
-        box = read(prefixes[name] + STAT_PREFIX_BOX + name)
-        _warn_if_boxes_disagree(name, box, cdf)
+        # The CDFs as recorded (float32): half the memory of float64, summed in float64.
+        cdf = read(prefixes[name] + STAT_PREFIX_CDF + name, np.float32)
+        box = read(prefixes[name] + STAT_PREFIX_BOX + name, float)
         _warn_if_narrower_than_recorded(name, cdf)
-        # (chain, draw, *shape, K) → (*shape, chain * draw, K)
-        n_points = cdf.shape[-1]
-        shape = cdf.shape[2:-1]
-        n_draws = cdf.shape[0] * cdf.shape[1]
-        cdf = np.moveaxis(cdf.reshape(n_draws, *shape, n_points), 0, -2)
-        box = np.moveaxis(box.reshape(n_draws, *shape, BOX_FIELDS), 0, -2)
-        if not shape:
-            out[name] = average_conditionals(recorded_grid(box, n_points), cdf)
-            continue
+        if cdf.shape[1] == 0:
+            raise ValueError(f"idata holds no draws of the SFP conditionals of {name}")
+        # (chain, draw, *shape, K) → (chain, *shape, draw, K): a coordinate's draws contiguous.
+        cdf, box = (np.ascontiguousarray(np.moveaxis(a, 1, -2)) for a in (cdf, box))
+        shape = cdf.shape[1:-2]
+        per_chain = {
+            index: [
+                _recorded_groups(b, c) for b, c in zip(box[:, *index], cdf[:, *index], strict=True)
+            ]
+            for index in np.ndindex(*shape)
+        }
+        _warn_if_boxes_disagree(name, per_chain, box[..., -1, :])
         marginals = np.empty(shape, dtype=object)
-        for index in np.ndindex(*shape):
-            grid = recorded_grid(box[index], n_points)
-            marginals[index] = average_conditionals(grid, cdf[index])
-        out[name] = marginals
+        for index, groups in per_chain.items():
+            marginals[index] = _average_of_groups(_joined(groups))
+        out[name] = marginals if shape else marginals[()]
     return out
 
 
@@ -488,23 +551,23 @@ def _warn_if_unresolved(mean_accept: float) -> None:
         )
 
 
-def _stat_reader(idata: Any) -> tuple[Callable[[str], np.ndarray], list[str]]:
-    """A reader of one sample stat as a float array ``(chain, draw, *stat shape)``, and the
-    names of the stats ``idata`` holds."""
+def _stat_reader(idata: Any) -> tuple[Callable[..., np.ndarray], list[str]]:
+    """A reader of one sample stat as an array ``(chain, draw, *stat shape)`` of a float dtype
+    (float64 unless given), and the names of the stats ``idata`` holds."""
     if isinstance(idata, xr.DataTree):
         stats = idata["sample_stats"] if "sample_stats" in idata.children else xr.Dataset()
 
-        def read_group(name: str) -> np.ndarray:
-            return np.asarray(stats[name].values, dtype=float)
+        def read_group(name: str, dtype: type = float) -> np.ndarray:
+            return np.asarray(stats[name].values, dtype=dtype)
 
         return read_group, [str(v) for v in stats.data_vars]
     # PyMC's MultiTrace, recognised by its interface (this module imports no sampler code).
     if hasattr(idata, "get_sampler_stats") and hasattr(idata, "stat_names"):
 
-        def read_trace(name: str) -> np.ndarray:
+        def read_trace(name: str, dtype: type = float) -> np.ndarray:
             # One array per chain, (draw, ...): PyMC stacks a draw's object stats, (1, ...).
             chains = idata.get_sampler_stats(name, combine=False, squeeze=False)
-            return np.stack([np.asarray(c, dtype=float) for c in chains])
+            return np.stack([np.asarray(c, dtype=dtype) for c in chains])
 
         return read_trace, sorted(idata.stat_names)
     raise TypeError(

@@ -17,6 +17,7 @@ from pymc_sfp.marginals import (
     STAT_PREFIX_CDF,
     Marginal,
     average_conditionals,
+    average_recorded_conditionals,
     recorded_grid,
 )
 from tests.helpers import sample
@@ -187,6 +188,71 @@ def _tree(boxes: np.ndarray, cdfs: np.ndarray):
             )
         }
     )
+
+
+def test_conditionals_recorded_with_their_boxes_average_as_on_their_grids():
+    """``average_recorded_conditionals`` groups the draws by box (runs of equal boxes, and a
+    box that comes back later joining its group): the marginal of
+    ``average_conditionals`` on each draw's own grid, from float32 CDFs as recorded, on a
+    log-scale box too."""
+    rng = np.random.default_rng(3)
+    boxes = np.array(
+        [[-2.0, 2.0, 0.0, 0.0]] * 3
+        + [[-3.0, 1.0, 0.0, 0.0]] * 2
+        + [[-2.0, 2.0, 0.0, 0.0]]
+        + [[-1.0, 1.5, 0.5, 1.0]] * 4
+    )
+    cdfs = np.sort(rng.uniform(size=(len(boxes), 7)), axis=1)
+    cdfs[:, 0], cdfs[:, -1] = 0.0, 1.0
+    cdfs = cdfs.astype(np.float32)
+    marginal = average_recorded_conditionals(boxes, cdfs)
+    reference = average_conditionals(recorded_grid(boxes, 7), cdfs)
+    np.testing.assert_array_equal(marginal.points, reference.points)
+    np.testing.assert_allclose(marginal.cdf_values, reference.cdf_values, rtol=1e-14, atol=0)
+    # Three distinct boxes: the union of three grids of 7 points (one shared end).
+    assert len(marginal.points) == len(np.unique(recorded_grid(boxes[[0, 3, 6]], 7)))
+    with pytest.raises(ValueError, match="at least one draw"):
+        average_recorded_conditionals(boxes[:0], cdfs[:0])
+    with pytest.raises(ValueError, match=r"\(draws, 4\)"):
+        average_recorded_conditionals(boxes[:, :3], cdfs)
+
+
+def test_marginals_of_a_run_whose_boxes_move_are_those_of_every_draws_grid():
+    """Tuning draws kept in a MultiTrace, while automatic boxes move and are refitted, and
+    chains with boxes of their own: ``sfp_marginals`` equals the average of every draw's
+    conditional on its own grid (``average_conditionals``), for a vector and a
+    log-transformed variable."""
+    with pm.Model():
+        pm.Normal("x", [0.0, 3.0], 1.0)
+        pm.HalfNormal("s", 1.0)
+        with pytest.warns(FutureWarning, match="return_inferencedata=False"):
+            trace = pm.sample(
+                step=SFPStep(L=20),
+                draws=10,
+                tune=60,
+                chains=2,
+                cores=1,
+                random_seed=4,
+                initvals=[{"x": np.array([-1.0, 1.0])}, {"x": np.array([1.0, 4.0])}],
+                discard_tuned_samples=False,
+                return_inferencedata=False,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+    marginals = pymc_sfp.sfp_marginals(trace)
+    for name in ("x", "s"):
+        boxes, cdfs = (
+            np.concatenate(trace.get_sampler_stats(prefix + name, combine=False, squeeze=False))
+            for prefix in (STAT_PREFIX_BOX, STAT_PREFIX_CDF)
+        )
+        # The boxes moved (x0 ± 10, then refitted at tuning draws 25 and 50).
+        assert len(np.unique(boxes.reshape(len(boxes), -1), axis=0)) >= 3
+        grids = recorded_grid(boxes, cdfs.shape[-1])
+        for index in np.ndindex(*boxes.shape[1:-1]):
+            reference = average_conditionals(grids[:, *index], cdfs[:, *index])
+            marginal = np.asarray(marginals[name], dtype=object)[index]
+            np.testing.assert_array_equal(marginal.points, reference.points)
+            np.testing.assert_allclose(marginal.cdf_values, reference.cdf_values, rtol=1e-13)
 
 
 def test_chains_whose_boxes_hold_different_modes_are_warned_about():

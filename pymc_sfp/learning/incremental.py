@@ -32,8 +32,7 @@ from pymc_sfp.marginals import (
     STAT_PREFIX_BOX,
     STAT_PREFIX_CDF,
     Marginal,
-    average_conditionals,
-    recorded_grid,
+    average_recorded_conditionals,
 )
 from pymc_sfp.nn import gaussian_likelihood, mlp
 from pymc_sfp.step_methods.sfp import SFPStep
@@ -324,8 +323,7 @@ class IncrementalSFP:
             )
             marginals = np.empty(cdfs.shape[1:-1], dtype=object)
             for index in np.ndindex(marginals.shape):
-                grid = recorded_grid(boxes[:, *index], cdfs.shape[-1])
-                marginals[index] = average_conditionals(grid, cdfs[:, *index])
+                marginals[index] = average_recorded_conditionals(boxes[:, *index], cdfs[:, *index])
             self.prior_marginals[var.name] = marginals
             lower, upper, table = log_density_table(
                 marginals, points=self.prior_points, floor=self.floor
