@@ -51,6 +51,19 @@ def run(step, model, n):
     return np.array(draws), stats
 
 
+def record_compiled_probes(monkeypatch) -> list:
+    """The results of every call of the compiled probe from ``SFPStep``, in a list that fills
+    as the step probes."""
+    probes = []
+
+    def recorded(*args, **kwargs):
+        probes.append(compiled_probe(*args, **kwargs))
+        return probes[-1]
+
+    monkeypatch.setattr(sfp_module, "compiled_probe", recorded)
+    return probes
+
+
 def test_compiled_sweep_is_compiled_once_per_kind_of_model():
     """The kernel takes the model's functions by the address of their machine code
     (``FunctionAddress``), so it is compiled for their signature, not for them: the same model
@@ -150,12 +163,7 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws(correct, marginal_points, m
         ]
     assert steps[0].kernel == "numba" and steps[0].fallback_reason is None
     assert steps[1].kernel == "numpy" and steps[1].fallback_reason == "compiled=False"
-    probes = []
-    monkeypatch.setattr(
-        sfp_module,
-        "compiled_probe",
-        lambda *args, **kwargs: probes.append(compiled_probe(*args, **kwargs)) or probes[-1],
-    )
+    probes = record_compiled_probes(monkeypatch)
     draws, stats = run(steps[0], model, 30)
     assert len(probes) == 1 and np.isfinite(probes[0][0][steps[0]._auto]).all()
     reference_draws, reference_stats = run(steps[1], model, 30)
@@ -221,6 +229,17 @@ def test_falls_back_with_its_reason():
     assert np.isfinite(draws).all() and all(s["n_logp_evals"] > 0 for s in stats)
 
 
+def network_steps(seed: int) -> tuple[pm.Model, list[SFPStep]]:
+    """A 2-3-1 network with group scales on 20 random rows, and SFPStep on it (L = 10, no
+    marginals) with the compiled and the NumPy sweep."""
+    rng = np.random.default_rng(seed)
+    with pm.Model() as model:
+        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
+        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
+        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+    return model, steps
+
+
 def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
     """A network with a hierarchical prior: its weights take the structured line and its group
     scales the general one (``pymc_sfp._network_line``). The compiled sweep reads the network
@@ -230,11 +249,7 @@ def test_compiled_sweep_makes_the_numpy_sweeps_draws_on_a_network():
     the NumPy sweep's draws on its own data."""
     jitted = []
     for seed in (1, 2):
-        rng = np.random.default_rng(seed)
-        with pm.Model() as model:
-            net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
-            nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
-            steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+        model, steps = network_steps(seed)
         assert steps[0].kernel == "numba"
         structured = steps[0].evaluator.structured
         assert structured is not None and 0 < structured.sum() < len(structured)
@@ -250,20 +265,11 @@ def test_compiled_probe_reads_a_networks_lines_at_the_chains_point(monkeypatch):
     network from the cache made at the chain's point (the probe moves nothing, so the cache is
     never advanced), the group scales' general lines evaluate it in full. The boxes it refits
     and the draws after it are the NumPy step's, whose probe evaluates every line afresh."""
-    rng = np.random.default_rng(5)
-    with pm.Model() as model:
-        net = nn.mlp(rng.normal(size=(20, 2)), (2, 3, 1), prior="group")
-        nn.gaussian_likelihood(net, rng.normal(size=(20, 1)), sigma=0.5)
-        steps = [SFPStep(L=10, marginal_points=0, compiled=choice) for choice in (True, False)]
+    model, steps = network_steps(5)
     assert steps[0].kernel == "numba"
     structured = steps[0].evaluator.structured
     assert 0 < structured[steps[0]._auto].sum() < steps[0]._auto.sum()
-    probes = []
-    monkeypatch.setattr(
-        sfp_module,
-        "compiled_probe",
-        lambda *args, **kwargs: probes.append(compiled_probe(*args, **kwargs)) or probes[-1],
-    )
+    probes = record_compiled_probes(monkeypatch)
     draws, _ = run(steps[0], model, 28)
     reference_draws, _ = run(steps[1], model, 28)
     assert len(probes) == 1
