@@ -272,7 +272,7 @@ def average_conditionals(grids: np.ndarray, cdfs: np.ndarray) -> Marginal:
             "grids and cdfs must be arrays of the same shape (draws, points) with at least one "
             f"draw; got {grids.shape} and {cdfs.shape}"
         )
-    return _average_of_groups(_grouped(grids, grids, cdfs, lambda rows: rows))
+    return _average_of_groups(_grouped(grids, cdfs, lambda rows: rows))
 
 
 def average_recorded_conditionals(boxes: np.ndarray, cdfs: np.ndarray) -> Marginal:
@@ -314,13 +314,13 @@ class _Groups(NamedTuple):
     means: np.ndarray
 
 
-def _grouped(keys: np.ndarray, grids: np.ndarray, cdfs: np.ndarray, grid_of: Callable) -> _Groups:
+def _grouped(keys: np.ndarray, cdfs: np.ndarray, grid_of: Callable) -> _Groups:
     """Draws grouped by their rows of ``keys`` (the grid, or the box it is made from).
 
     Runs of equal consecutive keys are found at once (after tuning a chain has one run) and
     told apart by their bytes, so that a key that recurs later joins its group:
     ``np.unique(axis=0)``, sorting the rows column by column, took most of the time.
-    ``grid_of`` makes the grids of the groups' first rows (``grids`` holds the rows it reads).
+    ``grid_of`` makes the groups' grids from their first draws' keys.
     """
     n = len(keys)
     starts = np.concatenate([[0], np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1])
@@ -330,12 +330,12 @@ def _grouped(keys: np.ndarray, grids: np.ndarray, cdfs: np.ndarray, grid_of: Cal
     np.add.at(sums, group_of_run, np.add.reduceat(cdfs, starts, axis=0, dtype=np.float64))
     counts = np.bincount(group_of_run, weights=np.diff(np.append(starts, n)))
     leading = starts[np.unique(group_of_run, return_index=True)[1]]
-    return _Groups(grid_of(grids[leading]), counts, sums / counts[:, None])
+    return _Groups(grid_of(keys[leading]), counts, sums / counts[:, None])
 
 
 def _recorded_groups(boxes: np.ndarray, cdfs: np.ndarray) -> _Groups:
     """:func:`_grouped` by box, each group's grid made by :func:`recorded_grid`."""
-    return _grouped(boxes, boxes, cdfs, lambda rows: recorded_grid(rows, cdfs.shape[1]))
+    return _grouped(boxes, cdfs, lambda rows: recorded_grid(rows, cdfs.shape[1]))
 
 
 def _joined(groups: Sequence[_Groups]) -> _Groups:
