@@ -762,12 +762,15 @@ class SFPStep(ArrayStepShared):
     ) -> SamplerWarning | None:
         """The first warning of each kind in this chain, as PyMC's ``warning`` stat (PyMC logs
         it in the main process, whatever the number of cores; the counts are in the stats)."""
+        stuck = self.sweeps_without_acceptance >= STUCK_SWEEPS
+        if not (n_invalid or n_unresolved or n_empty or n_edge_hits or stuck):
+            return None  # the usual sweep, at every draw: no dictionary to build
         happened = {
             "invalid": n_invalid,
             "unresolved": n_unresolved,
             "empty": n_empty,
             "edge": n_edge_hits and not self.tune,
-            "stuck": self.sweeps_without_acceptance >= STUCK_SWEEPS and not self.tune,
+            "stuck": stuck and not self.tune,
         }
         kind = next((k for k, due in happened.items() if due and k not in self.warned), None)
         if kind is None:

@@ -9,6 +9,8 @@ import pytest
 
 from pymc_sfp.core import sfp
 from pymc_sfp.core.compiled_sweep import (
+    AddressedFunctionType,
+    FunctionAddress,
     ModelCallError,
     _cdf_along,
     _cdf_at,
@@ -428,3 +430,29 @@ def test_same_draws_where_cells_are_split_for_their_curvature(monkeypatch):
     monkeypatch.setattr(sfp, "CURVATURE_NATS", np.inf)
     without = compare(_gaussian, settings(True, L=12), lower, upper, np.zeros(3))
     assert info.n_logp_evals > without.n_logp_evals
+
+
+@numba.njit
+def _call_at(function, x):
+    return function((x,))[0][()]
+
+
+def test_a_function_address_is_called_through_the_address_it_holds():
+    point, *_ = jitted(_gaussian)
+    x = np.array([0.3, -1.2, 0.5])
+    address = FunctionAddress(point, (x.copy(),))
+    assert isinstance(numba.typeof(address), AddressedFunctionType)
+    assert _call_at(address, x) == _gaussian(x)
+    # A second function of the same signature: the same compiled caller, the other function.
+    other = FunctionAddress(jitted(_beta_like)[0], (x.copy(),))
+    y = np.array([0.4, 0.6, 0.1])
+    assert _call_at(other, y) == _beta_like(y)
+
+
+def test_a_function_address_that_lost_its_address_raises_instead_of_calling():
+    point, *_ = jitted(_gaussian)
+    x = np.array([0.3, -1.2, 0.5])
+    address = FunctionAddress(point, (x.copy(),))
+    del address._address
+    with pytest.raises(AttributeError, match="_address"):
+        _call_at(address, x)
