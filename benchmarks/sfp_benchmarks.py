@@ -77,6 +77,9 @@ class Settings:
     uni_dims: tuple[int, ...] = (10, 100, 300)
     uni_draws: int = 1000
     uni_tune: int = 500
+    uni_large_dim: int = 1000
+    uni_large_draws: int = 300
+    uni_large_tune: int = 200
     # hierarchical
     hier_groups: tuple[int, ...] = (100, 400, 1600, 6400)
     hier_ess_groups: int = 100
@@ -107,6 +110,9 @@ QUICK = Settings(
     uni_dims=(10,),
     uni_draws=100,
     uni_tune=50,
+    uni_large_dim=30,
+    uni_large_draws=30,
+    uni_large_tune=20,
     hier_groups=(50, 200),
     hier_ess_groups=20,
     grid_budget_s=0.3,

@@ -11,6 +11,10 @@ minimum over the coordinates, and R-hat the largest rank R-hat: a chain stuck aw
 others shows there. SFP is ``SFPStep()`` with its defaults (automatic boxes, ``L = 50``, the
 compiled sweep, recorded marginals), and the same with ``marginal_points=0``; NUTS and
 Slice are PyMC's. SFP and Slice also run with ``cores=1``.
+
+At ``Settings.uni_large_dim`` coordinates (1000) one shorter run of each (``uni_large_draws``
+after ``uni_large_tune``, ``cores=Settings.cores``, no ``cores=1`` runs, no repeats): a Slice
+draw there takes about 35 ms, so the full budget would take Slice a quarter of an hour.
 """
 
 from __future__ import annotations
@@ -66,12 +70,20 @@ def starts(scales: np.ndarray, chains: int, seed: int) -> list[dict]:
     return [{"x": 2.0 * scales * rng.standard_normal(len(scales))} for _ in range(chains)]
 
 
-def run_once(model: pm.Model, sampler: str, initvals: list[dict], s: Settings):
+def run_once(
+    model: pm.Model,
+    sampler: str,
+    initvals: list[dict],
+    s: Settings,
+    draws: int | None = None,
+    tune: int | None = None,
+):
+    """One timed run; ``draws`` and ``tune`` default to ``s.uni_draws`` and ``s.uni_tune``."""
     began = time.perf_counter()
     with model:
         idata = pm.sample(
-            draws=s.uni_draws,
-            tune=s.uni_tune,
+            draws=s.uni_draws if draws is None else draws,
+            tune=s.uni_tune if tune is None else tune,
             chains=s.chains,
             cores=1 if sampler.endswith(ONE_CORE) else s.cores,
             step=SAMPLERS[sampler](),
@@ -83,14 +95,23 @@ def run_once(model: pm.Model, sampler: str, initvals: list[dict], s: Settings):
     return idata, time.perf_counter() - began
 
 
-def measure(make_model, scales: np.ndarray, s: Settings) -> dict[str, dict]:
-    """Every sampler on the target: median wall time, minimum bulk ESS, largest R-hat."""
+def measure(
+    make_model,
+    scales: np.ndarray,
+    s: Settings,
+    samplers: tuple[str, ...] = tuple(SAMPLERS),
+    repeats: int | None = None,
+    **budget: int,
+) -> dict[str, dict]:
+    """Every sampler on the target: median wall time, minimum bulk ESS, largest R-hat
+    (``repeats`` defaults to ``s.repeats``; ``budget``: ``draws`` and ``tune`` for
+    :func:`run_once`)."""
     initvals = starts(scales, s.chains, s.seed)
     results = {}
-    for sampler in SAMPLERS:
+    for sampler in samplers:
         seconds = []
-        for _ in range(s.repeats):
-            idata, wall = run_once(make_model(), sampler, initvals, s)
+        for _ in range(s.repeats if repeats is None else repeats):
+            idata, wall = run_once(make_model(), sampler, initvals, s, **budget)
             seconds.append(wall)
         posterior = idata.posterior.to_dataset()
         wall = float(np.median(seconds))
@@ -106,6 +127,38 @@ def measure(make_model, scales: np.ndarray, s: Settings) -> dict[str, dict]:
     return results
 
 
+def table_rows(label: str, r: dict[str, dict]) -> list[list[str]]:
+    """One row per sampler of one target's results ``r`` (``measure``)."""
+    return [
+        [
+            label,
+            sampler,
+            f"{m['wall']:.1f} ({', '.join(f'{t:.1f}' for t in m['runs'])})",
+            f"{m['ess']:.0f}",
+            f"{m['ess_s']:.0f}",
+            f"{m['rhat']:.3f}",
+            f"{m['ess_s'] / r['Slice']['ess_s']:.2f}",
+            f"{m['ess_s'] / r['NUTS']['ess_s']:.2f}",
+        ]
+        for sampler, m in r.items()
+    ]
+
+
+def reading(label: str, r: dict[str, dict]) -> str:
+    """SFP's ESS/s against Slice's and NUTS's on one target."""
+    sfp, bare, slice_ = r["SFP"]["ess_s"], r["SFP (marginal_points=0)"]["ess_s"], r["Slice"]
+    text = (
+        f"{label}: SFP {sfp / slice_['ess_s']:.2f}× Slice's ESS/s "
+        f"({bare / slice_['ess_s']:.2f}× without marginals), "
+        f"{sfp / r['NUTS']['ess_s']:.2f}× NUTS's"
+    )
+    if "SFP" + ONE_CORE not in r:
+        return text
+    best_sfp = max(sfp, r["SFP" + ONE_CORE]["ess_s"])
+    best_slice = max(slice_["ess_s"], r["Slice" + ONE_CORE]["ess_s"])
+    return text + f"; each at its faster `cores`, SFP {best_sfp / best_slice:.2f}× Slice's"
+
+
 def benchmark(s: Settings) -> Section:
     targets = [(f"iid N(0, I), N = {n}", lambda n=n: iid_model(n), np.ones(n)) for n in s.uni_dims]
     targets.append(("20-D, neighbour correlation 0.9", correlated_model, correlated_scales()))
@@ -113,28 +166,22 @@ def benchmark(s: Settings) -> Section:
     for label, make_model, scales in targets:
         print(f"  unimodal: {label} ...", flush=True)
         r = measure(make_model, scales, s)
-        for sampler, m in r.items():
-            rows.append(
-                [
-                    label,
-                    sampler,
-                    f"{m['wall']:.1f} ({', '.join(f'{t:.1f}' for t in m['runs'])})",
-                    f"{m['ess']:.0f}",
-                    f"{m['ess_s']:.0f}",
-                    f"{m['rhat']:.3f}",
-                    f"{m['ess_s'] / r['Slice']['ess_s']:.2f}",
-                    f"{m['ess_s'] / r['NUTS']['ess_s']:.2f}",
-                ]
-            )
-        sfp, bare = r["SFP"]["ess_s"], r["SFP (marginal_points=0)"]["ess_s"]
-        best_sfp = max(sfp, r["SFP" + ONE_CORE]["ess_s"])
-        best_slice = max(r["Slice"]["ess_s"], r["Slice" + ONE_CORE]["ess_s"])
-        readings.append(
-            f"{label}: SFP {sfp / r['Slice']['ess_s']:.2f}× Slice's ESS/s "
-            f"({bare / r['Slice']['ess_s']:.2f}× without marginals), "
-            f"{sfp / r['NUTS']['ess_s']:.2f}× NUTS's; each at its faster `cores`, SFP "
-            f"{best_sfp / best_slice:.2f}× Slice's"
-        )
+        rows += table_rows(label, r)
+        readings.append(reading(label, r))
+    n = s.uni_large_dim
+    label = f"iid N(0, I), N = {n}, {s.uni_large_draws} draws after {s.uni_large_tune}, one run"
+    print(f"  unimodal: {label} ...", flush=True)
+    r = measure(
+        lambda: iid_model(n),
+        np.ones(n),
+        s,
+        samplers=("SFP", "SFP (marginal_points=0)", "NUTS", "Slice"),
+        repeats=1,
+        draws=s.uni_large_draws,
+        tune=s.uni_large_tune,
+    )
+    rows += table_rows(label, r)
+    readings.append(reading(label, r))
     body = [
         "## 5. Unimodal Gaussians: ESS per second against NUTS and Slice",
         "",
@@ -152,7 +199,13 @@ def benchmark(s: Settings) -> Section:
         "**Wall s** is the median (every run in brackets) of "
         f"{s.repeats} runs, each on the model built afresh, around step construction and "
         "`pm.sample` (compilation included). **ESS** is the minimum bulk ESS over the "
-        "coordinates, **R-hat** the largest rank R-hat.",
+        "coordinates, **R-hat** the largest rank R-hat. At "
+        f"N = {s.uni_large_dim} each sampler runs once, {s.uni_large_draws} draws after "
+        f"{s.uni_large_tune} tuning steps per chain, `cores={s.cores}` only (at 1000 "
+        "coordinates a Slice draw takes about 35 ms, so the budget above, with its repeats "
+        "and `cores=1` runs, would take Slice a quarter of an hour); with fewer draws per "
+        "chain the minimum ESS over the coordinates is a noisier and lower estimate, for "
+        "every sampler alike.",
         "",
         md_table(
             [

@@ -59,7 +59,14 @@ from numba.extending import NativeValue, register_model, typeof_impl, unbox
 from pymc_sfp.core import sfp
 from pymc_sfp.core.sfp import SweepInfo, SweepSettings, SweepState, draw_uniforms
 
-__all__ = ["FunctionAddress", "ModelCallError", "compiled_probe", "compiled_sweep", "sweep_kernel"]
+__all__ = [
+    "AddressedFunctionType",
+    "FunctionAddress",
+    "ModelCallError",
+    "compiled_probe",
+    "compiled_sweep",
+    "sweep_kernel",
+]
 
 _LOG2 = math.log(2.0)
 
