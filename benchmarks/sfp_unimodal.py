@@ -101,17 +101,17 @@ def measure(
     s: Settings,
     samplers: tuple[str, ...] = tuple(SAMPLERS),
     repeats: int | None = None,
-    **budget: int,
+    draws: int | None = None,
+    tune: int | None = None,
 ) -> dict[str, dict]:
     """Every sampler on the target: median wall time, minimum bulk ESS, largest R-hat
-    (``repeats`` defaults to ``s.repeats``; ``budget``: ``draws`` and ``tune`` for
-    :func:`run_once`)."""
+    (``repeats`` defaults to ``s.repeats``; ``draws`` and ``tune`` as for :func:`run_once`)."""
     initvals = starts(scales, s.chains, s.seed)
     results = {}
     for sampler in samplers:
         seconds = []
         for _ in range(s.repeats if repeats is None else repeats):
-            idata, wall = run_once(make_model(), sampler, initvals, s, **budget)
+            idata, wall = run_once(make_model(), sampler, initvals, s, draws, tune)
             seconds.append(wall)
         posterior = idata.posterior.to_dataset()
         wall = float(np.median(seconds))
