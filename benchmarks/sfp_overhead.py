@@ -4,7 +4,10 @@
   shape=10)``, automatic boxes) and ``SFPStep(bounds=(-10, 60))`` on the 1-D mixture, with the
   compiled sweep (the default) and with ``compiled=False``. Each case runs in a fresh Python
   process that has imported pymc_sfp and built nothing yet: 'first in a process' times the first
-  construction, 'again' a second one on the model built afresh in the same process. The 'cold'
+  construction, 'again' a second one on the model built afresh in the same process (its graphs
+  are those of the first, so their compilations are copied, not rewritten: ``compile._Template``),
+  'again, rewritten' a third one with the templates forgotten first, so that every graph is
+  rewritten and compiled as in the first. The 'cold'
   run does the same with an empty Numba cache directory (``NUMBA_CACHE_DIR``), as after
   installing or upgrading pymc_sfp: the compiled sweep's kernel is compiled rather than loaded.
   PyTensor's own disk caches are warm in every run (each case is run once untimed first), so
@@ -38,6 +41,7 @@ from _problems import MIX1_BOX, mixture_1d_model
 from _runs import time_call
 from pytensor.graph.replace import vectorize_graph
 
+import pymc_sfp.compile as compile_module
 from pymc_sfp import SFPStep
 from pymc_sfp.compile import compile_batched_logp, step_graph
 
@@ -58,9 +62,12 @@ def _model(name: str) -> tuple[pm.Model, dict]:
 
 
 def probe_build(name: str, compiled: bool) -> dict[str, float]:
-    """Seconds of a first and a second ``SFPStep`` construction in this process."""
+    """Seconds of a first, a second and a third ``SFPStep`` construction in this process, the
+    third with every graph rewritten again."""
     times = {}
-    for label in ("first", "again"):
+    for label in ("first", "again", "rewritten"):
+        if label == "rewritten":
+            compile_module._TEMPLATES.clear()
         model, settings = _model(name)
         with model:
             start = time.perf_counter()
@@ -99,6 +106,7 @@ def construction_cells(case: dict) -> list:
         "compiled (default)" if case["compiled"] else "`compiled=False`",
         f"{case['first']:.2f}",
         f"{case['again']:.2f}",
+        f"{case['rewritten']:.2f}",
         "—" if np.isnan(case["cold"]) else f"{case['cold']:.1f}",
     ]
 
@@ -132,7 +140,14 @@ def benchmark(s: Settings) -> Section:
     print("  overhead: constructions in fresh processes ...", flush=True)
     cases = construction_cases()
     build_table = md_table(
-        ["model", "sweep", "first in a process (s)", "again (s)", "cold Numba cache (s)"],
+        [
+            "model",
+            "sweep",
+            "first in a process (s)",
+            "again (s)",
+            "again, rewritten (s)",
+            "cold Numba cache (s)",
+        ],
         [construction_cells(c) for c in cases],
     )
     print("  overhead: a batch of points along a line ...", flush=True)
@@ -144,7 +159,9 @@ def benchmark(s: Settings) -> Section:
         "**Construction.** `SFPStep()` on `pm.Normal('x', 0, 1, shape=10)` (automatic boxes) and "
         "`SFPStep(bounds=(-10, 60))` on the 1-D mixture, with the compiled sweep and with "
         "`compiled=False`, each in a fresh Python process that has imported pymc_sfp: the "
-        "first construction of the process, then a second one on the model built afresh. "
+        "first construction of the process, then a second one on the model built afresh (its "
+        "graphs are the first one's, so their compilations are copied rather than rewritten), "
+        "then a third with those copies forgotten, every graph rewritten and compiled again. "
         "'cold Numba cache' repeats the first with an empty `NUMBA_CACHE_DIR`, as after "
         "installing or upgrading pymc_sfp (the sweep's kernel is compiled rather than loaded). "
         "PyTensor's disk caches are warm (every case runs once untimed first).",
@@ -171,14 +188,14 @@ def _interpret(cases: list[dict], ratio: float) -> str:
     cold = [c["cold"] for c in cases if c["compiled"]]
     return (
         f"A first construction in a process took {span([c['first'] for c in cases])}, a later "
-        f"one {span([c['again'] for c in cases])}, with the compiled sweep "
-        f"({span([c['again'] for c in cases if c['compiled']])} again) or without it "
-        f"({span([c['again'] for c in cases if not c['compiled']])}): most of it is PyTensor "
-        "rewriting and compiling the model's graphs, the rest of the first is loading cached "
-        "code into the process. With an empty Numba cache the first construction took "
-        f"{min(cold):.1f}–{max(cold):.1f} s: the compiled sweep's kernel is compiled once per "
-        "installation, then loaded from Numba's disk cache. Along a line, the same arithmetic "
-        f"took {ratio:.1f}× longer with the log-sum-exp called once per point."
+        f"one on the model built afresh {span([c['again'] for c in cases])} with the "
+        f"compilations copied, {span([c['rewritten'] for c in cases])} with every graph "
+        "rewritten again: rewriting the graphs is what a copy saves, the rest is building the "
+        "graphs and the step (and, in the first, loading cached code into the process). With "
+        f"an empty Numba cache the first construction took {min(cold):.1f}–{max(cold):.1f} s: "
+        "the compiled sweep's kernel is compiled once per installation, then loaded from "
+        "Numba's disk cache. Along a line, the same arithmetic took "
+        f"{ratio:.1f}× longer with the log-sum-exp called once per point."
     )
 
 

@@ -27,6 +27,11 @@ doing it in the process that builds the step lets forked chain processes inherit
 generators in the graph (``pm.Minibatch``) are found by :func:`random_generators` and re-seeded
 per chain by :func:`reseed`.
 
+A graph of the same structure as one compiled before in the process (a model built again, a
+cross-validation split with other data in ``pm.Data``) is not rewritten again: its function is a
+copy of the first one's, linked to its own shared variables (``_Template``). Rewriting was most
+of a step's construction.
+
 SFP works on *sampling coordinates*. A coordinate is PyMC's
 unconstrained value, except for variables with an interval transform and constant finite bounds
 (e.g. ``pm.Uniform(-1, 1)``): those are sampled on their own scale, so that the box is exactly the
@@ -38,6 +43,7 @@ coordinates: PyMC's ``model.logp()`` (Jacobian included) minus the interval Jaco
 from __future__ import annotations
 
 import contextlib
+import copy
 import copyreg
 import dataclasses
 import functools
@@ -66,6 +72,7 @@ from pytensor.compile.executor import Function
 from pytensor.compile.mode import get_mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.gradient import jacobian
+from pytensor.graph.basic import equal_computations
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.traversal import ancestors, apply_ancestors, graph_inputs
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS, compile_numba_function_src
@@ -73,7 +80,7 @@ from pytensor.link.numba.linker import NumbaLinker
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.random.type import RandomGeneratorType
-from pytensor.tensor.type import float_dtypes
+from pytensor.tensor.type import TensorType, float_dtypes
 
 from pymc_sfp._local_line import LocalLine, local_line, unlooped_blockwise
 from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
@@ -225,12 +232,40 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
     operations and inputs: float64 sums accumulated in float32. Not caching it keeps every
     other graph's cache correct; the price is that a float32 model is compiled afresh each time
     (at every step's construction).
+
+    A graph of the same structure as one compiled before in this process (a model built again,
+    other data in its ``pm.Data``) is not rewritten again: its function is a copy of the first
+    compilation's, reading its own shared variables (:class:`_Template`).
     """
     if compile_kwargs is not None and not isinstance(compile_kwargs, Mapping):
         raise TypeError(
             f"compile_kwargs must be a dict of pytensor.function arguments, got {compile_kwargs!r}"
         )
     kwargs = dict(compile_kwargs or {})
+    shared = tuple(v for v in graph_inputs(outputs) if isinstance(v, SharedVariable))
+    reusable = all(isinstance(v.type, TensorType) for v in shared)
+    flags = tuple(getattr(pytensor.config, flag) for flag in _COMPILATION_FLAGS)
+    template = _template_for(flags, kwargs, inputs, outputs, shared) if reusable else None
+    if template is None:
+        function = _compiled_afresh(inputs, outputs, kwargs)
+        if not reusable:
+            return function
+        held = sum(np.asarray(v.get_value(borrow=True)).nbytes for v in shared)
+        if held > _MOST_TEMPLATE_BYTES:
+            return function
+        template = _Template(flags, kwargs, tuple(inputs), tuple(outputs), shared, function, held)
+        _TEMPLATES.append(template)
+        while (
+            len(_TEMPLATES) > _MOST_TEMPLATES
+            or sum(t.held for t in _TEMPLATES) > _MOST_TEMPLATE_BYTES
+        ):
+            del _TEMPLATES[0]
+    return template.copy_for(shared)
+
+
+def _compiled_afresh(inputs: list, outputs: list, kwargs: dict) -> Function:
+    """The compilation :func:`_pm_compile` describes, with the rewrites of the graph."""
+    kwargs = dict(kwargs)
     mode = get_mode(kwargs.get("mode"))
     if isinstance(mode.linker, NumbaLinker):
         kwargs["mode"] = mode.including(POLYNOMIAL_EXP)
@@ -240,6 +275,145 @@ def _pm_compile(inputs: list, outputs: list, compile_kwargs: dict | None) -> Fun
         function = pm_compile(inputs, outputs, **kwargs)
     function.__class__ = _PackageFunction if cached else _UncachedFunction
     return function
+
+
+#: PyTensor's flags that change what a compilation makes of a graph: a template
+#: (:class:`_Template`) serves only a compilation under the same.
+_COMPILATION_FLAGS = (
+    "floatX",
+    "mode",
+    "linker",
+    "optimizer",
+    "optimizer_excluding",
+    "optimizer_including",
+    "optimizer_requiring",
+    "cast_policy",
+    "numba__cache",
+    "numba__fastmath",
+)
+#: The templates, the most recently used last; the oldest is dropped first, beyond
+#: ``_MOST_TEMPLATES`` of them or ``_MOST_TEMPLATE_BYTES`` of the data their shared variables held
+#: when they were made (a template keeps its model's graph, and with it that model's data).
+_TEMPLATES: list[_Template] = []
+_MOST_TEMPLATES = 32
+_MOST_TEMPLATE_BYTES = 2**28
+
+
+@dataclass(frozen=True, eq=False)
+class _Template:
+    """A compiled function whose copies are the compilations of its graph and of every graph of
+    the same structure: the same operations on the same constants, with inputs and other shared
+    variables of the same types in the places of its own (a model built again; other data, of
+    any length, in its ``pm.Data``), under the same flags and ``compile_kwargs``.
+
+    Rewriting the graph is most of a compilation (about a second of a step's construction for a
+    network), and a copy skips it: the rewritten graph is copied and linked to the other shared
+    variables' storage. That is sound because rewrites read types, never a shared variable's
+    value. The template itself is never called; every function made from it is a copy, so all
+    have the same rewritten graph in the same order, PyTensor's cache key of their Numba code is
+    the same, and that code is compiled once (then loaded from PyTensor's disk cache). Graphs
+    with a shared variable that is not a tensor (a random generator, ``pm.Minibatch``) are
+    compiled afresh each time.
+
+    Attributes
+    ----------
+    flags : tuple
+        The values of ``_COMPILATION_FLAGS`` it was compiled under.
+    kwargs : dict
+        Its ``compile_kwargs``: equal plain values, or the same objects, serve.
+    inputs, outputs, shared : tuple
+        Its graph as it was given (before the rewrites), and the graph's shared variables.
+    function : Function
+        The compilation.
+    held : int
+        Bytes of data the shared variables held when it was made.
+    """
+
+    flags: tuple
+    kwargs: dict
+    inputs: tuple
+    outputs: tuple
+    shared: tuple
+    function: Function
+    held: int
+
+    def serves(
+        self, flags: tuple, kwargs: dict, inputs: list, outputs: list, shared: tuple
+    ) -> bool:
+        """Whether the graph of ``outputs`` is this template's up to the inputs and shared
+        variables in its places, compiled under the same flags and arguments."""
+        ours = (*self.inputs, *self.shared)
+        theirs = (*inputs, *shared)
+        return (
+            flags == self.flags
+            and kwargs.keys() == self.kwargs.keys()
+            and all(_same_argument(kwargs[k], self.kwargs[k]) for k in kwargs)
+            and len(outputs) == len(self.outputs)
+            and len(ours) == len(theirs)
+            and all(a.type == b.type for a, b in zip(ours, theirs, strict=True))
+            and equal_computations(list(outputs), list(self.outputs), list(theirs), list(ours))
+        )
+
+    def copy_for(self, shared: tuple) -> Function:
+        """A copy of the template that reads ``shared`` where the template reads its own.
+
+        ``Function.copy``, but with the graph's features: its copy drops the ``DestroyHandler``,
+        whose orderings keep an in-place operation after every other reader of what it
+        overwrites, so its order of operations could differ from the template's (and, with it,
+        the generated code's cache key). Under the template's disk-cache setting: a float32
+        graph's code must not be loaded from the cache (:func:`_pm_compile`).
+        """
+        template = self.function
+        maker = template.maker
+        swap = dict(zip(self.shared, shared, strict=True))
+        fgraph = maker.fgraph.clone(check_integrity=False)
+        inputs = []
+        for k, spec in enumerate(maker.inputs):
+            spec = copy.copy(spec)
+            theirs = swap.get(spec.variable, spec.variable)
+            if theirs is not spec.variable:
+                spec.variable, spec.value = theirs, theirs.container
+                replacement = theirs.clone()
+                replaced = fgraph.inputs[k]
+                fgraph.inputs[k] = replacement
+                fgraph.replace(replaced, replacement, reason="_Template.copy_for")
+            inputs.append(spec)
+        outputs = [copy.copy(spec) for spec in maker.outputs]
+        for spec, variable in zip(outputs, fgraph.outputs, strict=True):
+            spec.variable = variable
+        cached = type(template).disk_cached and pytensor.config.numba__cache
+        with pytensor.config.change_flags(numba__cache=cached):
+            function = type(maker)(
+                inputs=inputs,
+                outputs=outputs,
+                fgraph=fgraph,
+                mode=maker.mode,
+                on_unused_input="ignore",
+                function_class=maker.function_class,
+                accept_inplace=True,
+                no_fgraph_prep=True,
+            ).create([spec.value for spec in inputs])
+        function.__class__ = type(template)
+        return function
+
+
+def _same_argument(a: Any, b: Any) -> bool:
+    """Whether two values of a compilation argument are the same: equal plain values, or one
+    object (a ``Mode``, whose equality PyTensor does not define)."""
+    plain = (str, int, float, bool, type(None))
+    return a is b or (type(a) is type(b) and isinstance(a, plain) and a == b)
+
+
+def _template_for(
+    flags: tuple, kwargs: dict, inputs: list, outputs: list, shared: tuple
+) -> _Template | None:
+    """The template (:class:`_Template`) that serves the graph, made the most recently used."""
+    for k in range(len(_TEMPLATES) - 1, -1, -1):
+        template = _TEMPLATES[k]
+        if template.serves(flags, kwargs, inputs, outputs, shared):
+            _TEMPLATES.append(_TEMPLATES.pop(k))
+            return template
+    return None
 
 
 class _PackageFunction(Function):

@@ -1,6 +1,8 @@
 """The one bridge from a model to compiled functions, tested on its own against PyMC's own
 compiled log-density."""
 
+from collections.abc import Callable
+
 import cloudpickle
 import numpy as np
 import pymc as pm
@@ -8,13 +10,17 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.mode import get_mode
+from pytensor.graph.destroyhandler import DestroyHandler
 from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import apply_ancestors
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.tensor.blockwise import Blockwise
 from scipy import special
 
+import pymc_sfp.compile as compile_module
 from pymc_sfp._local_line import unlooped_blockwise
+from pymc_sfp._vectorised_exp import POLYNOMIAL_EXP
 from pymc_sfp.compile import (
     LineEvaluator,
     _compile,
@@ -420,3 +426,141 @@ def test_a_float32_constant_filled_into_a_float64_shape_keeps_the_disk_cache():
     [logp], flat = step_graph(model, model.value_vars).join([model.logp()])
     function = _compile([flat], [logp], None)
     assert CACHED_SRC_FUNCTIONS.get(function.vm.jit_fn.py_func) is not None
+
+
+# ------------------------------------------------------------ compilations of equal structure
+def _counted_compilations(monkeypatch) -> list:
+    """The graphs compiled with their rewrites from now on, not copied from a template."""
+    compiled = []
+    afresh = compile_module._compiled_afresh
+
+    def counted(inputs, outputs, kwargs):
+        compiled.append(outputs)
+        return afresh(inputs, outputs, kwargs)
+
+    monkeypatch.setattr(compile_module, "_compiled_afresh", counted)
+    return compiled
+
+
+def _regression(
+    X: np.ndarray, y: np.ndarray, prior_sd: float = 1.0, data_y: bool = False
+) -> pm.Model:
+    """Linear regression on ``pm.Data("X")``; ``y`` observed as a constant, or as
+    ``pm.Data("y_data")`` (``data_y``)."""
+    with pm.Model() as model:
+        data = pm.Data("X", X)
+        b = pm.Normal("b", 0.0, prior_sd, shape=X.shape[1])
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("y", data @ b, s, observed=pm.Data("y_data", y) if data_y else y)
+    return model
+
+
+def _logp(model: pm.Model, compile_kwargs: dict | None = None) -> Callable:
+    return compile_logp_dlogp(step_graph(model, model.value_vars), compile_kwargs)
+
+
+def _pymc_logp(model: pm.Model, point: np.ndarray) -> float:
+    """PyMC's own compiled log-density (value space, Jacobian included) at ``point`` =
+    ``(b_0, b_1, log s)``."""
+    return float(model.compile_logp(jacobian=True)({"b": point[:2], "s_log__": point[2]}))
+
+
+POINT = np.array([0.3, -0.7, 0.2])
+
+
+def test_a_model_built_again_is_compiled_without_rewriting_and_computes_the_same(monkeypatch):
+    X, y = np.random.default_rng(0).normal(size=(6, 2)), np.linspace(-1.0, 1.0, 6)
+    _logp(_regression(X, y))  # the template, if no earlier test made it
+    compiled = _counted_compilations(monkeypatch)
+    again = _regression(X, y)
+    logp, grad = _logp(again)(POINT)
+    assert compiled == []
+    first_logp, first_grad = _logp(_regression(X, y))(POINT)
+    assert (logp, list(grad)) == (first_logp, list(first_grad))
+    np.testing.assert_allclose(logp, _pymc_logp(again, POINT), rtol=1e-12)
+
+
+def test_other_data_in_pm_data_share_a_compilation_and_each_reads_its_own(monkeypatch):
+    rng = np.random.default_rng(1)
+    y = np.linspace(-1.0, 1.0, 6)
+    _logp(_regression(rng.normal(size=(6, 2)), y))
+    compiled = _counted_compilations(monkeypatch)
+    models = [_regression(rng.normal(size=(6, 2)), y) for _ in range(2)]
+    functions = [_logp(model) for model in models]
+    assert compiled == []
+    values = [f(POINT)[0] for f in functions]
+    assert values[0] != values[1]
+    for model, value in zip(models, values, strict=True):
+        np.testing.assert_allclose(value, _pymc_logp(model, POINT), rtol=1e-12)
+    # Set afterwards (pm.set_data), a model's data reach its own function alone.
+    with models[1]:
+        pm.set_data({"X": np.zeros((6, 2))})
+    np.testing.assert_allclose(functions[1](POINT)[0], _pymc_logp(models[1], POINT), rtol=1e-12)
+    assert functions[0](POINT)[0] == values[0]
+
+
+def test_data_of_other_lengths_share_a_compilation(monkeypatch):
+    """pm.Data has no static shape: rows of another length are the same graph, and the rewrites
+    did not freeze the first length."""
+    rng = np.random.default_rng(2)
+    _logp(_regression(rng.normal(size=(6, 2)), rng.normal(size=6), data_y=True))
+    compiled = _counted_compilations(monkeypatch)
+    model = _regression(rng.normal(size=(9, 2)), rng.normal(size=9), data_y=True)
+    logp = _logp(model)(POINT)[0]
+    assert compiled == []
+    np.testing.assert_allclose(logp, _pymc_logp(model, POINT), rtol=1e-12)
+
+
+def test_other_constants_and_other_compile_arguments_compile_afresh(monkeypatch):
+    X, y = np.random.default_rng(3).normal(size=(6, 2)), np.linspace(-1.0, 1.0, 6)
+    _logp(_regression(X, y))
+    compiled = _counted_compilations(monkeypatch)
+    for model in (_regression(X, y + 1e-9), _regression(X, y, prior_sd=2.0)):
+        np.testing.assert_allclose(_logp(model)(POINT)[0], _pymc_logp(model, POINT), rtol=1e-12)
+    assert len(compiled) == 2
+    mode = get_mode(None).excluding(POLYNOMIAL_EXP)
+    _logp(_regression(X, y), {"mode": mode})
+    _logp(_regression(X, y), {"mode": mode})  # the same Mode object: the same compilation
+    _logp(_regression(X, y), {"mode": get_mode(None).excluding(POLYNOMIAL_EXP)})
+    assert len(compiled) == 4
+    with pytensor.config.change_flags(numba__fastmath=not pytensor.config.numba__fastmath):
+        _logp(_regression(X, y))
+    assert len(compiled) == 5
+
+
+def test_a_copy_keeps_the_order_that_protects_what_an_in_place_operation_overwrites():
+    """The rewritten graph sets an element of ``x * d`` in place while two other outputs read
+    it; a copy of the compilation runs those readers first, as the template's orderings say
+    (the copy keeps the graph's DestroyHandler, which PyTensor's ``Function.copy`` drops)."""
+    x = pt.vector("x")
+    functions = []
+    for _ in range(2):
+        product = x * pytensor.shared(np.array([3.0, 2.0, 1.0]), name="d")
+        outputs = [pt.set_subtensor(product[0], 5.0), pt.sort(product), product.sum()]
+        functions.append(_compile([x], outputs, None))
+    template = compile_module._TEMPLATES[-1].function
+    assert functions[0] is not template and functions[1] is not template
+    for function in functions:
+        graph = function.maker.fgraph
+        assert any(node.op.destroy_map for node in graph.apply_nodes)
+        assert any(isinstance(feature, DestroyHandler) for feature in graph._features)
+        moved, ordered, total = function(np.array([1.0, -2.0, 0.5]))
+        np.testing.assert_array_equal(moved, [5.0, -4.0, 0.5])
+        np.testing.assert_array_equal(ordered, [-4.0, 0.5, 3.0])
+        assert total == -0.5
+
+
+def test_the_templates_are_bounded_in_number_and_in_the_data_they_hold(monkeypatch):
+    x = pt.vector("x")
+    for k in range(compile_module._MOST_TEMPLATES + 3):
+        _compile([x], [x.sum() + float(k)], None)
+    assert len(compile_module._TEMPLATES) == compile_module._MOST_TEMPLATES
+    monkeypatch.setattr(compile_module, "_MOST_TEMPLATE_BYTES", 8000)
+    held = []
+    # Kept, kept, too large to keep, kept once the oldest holding data is dropped.
+    for k, n in enumerate((400, 400, 1001, 250)):
+        data = pytensor.shared(np.ones(n), name="data")
+        function = _compile([x], [(x * data).sum() + float(k)], None)
+        assert function(np.ones(n))[0] == n + k
+        held.append([t.held for t in compile_module._TEMPLATES if t.held])
+    assert held == [[3200], [3200, 3200], [3200, 3200], [3200, 2000]]
