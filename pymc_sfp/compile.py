@@ -359,9 +359,11 @@ class _Template:
 
         ``Function.copy``, but with the graph's features: its copy drops the ``DestroyHandler``,
         whose orderings keep an in-place operation after every other reader of what it
-        overwrites, so its order of operations could differ from the template's (and, with it,
-        the generated code's cache key). Under the template's disk-cache setting: a float32
-        graph's code must not be loaded from the cache (:func:`_pm_compile`).
+        overwrites, so nothing would hold its order of operations to that. Under the template's
+        disk-cache setting: a float32 graph's code must not be loaded from the cache
+        (:func:`_pm_compile`). The cloned graph's order of operations may differ from the
+        template's where nothing constrains it, and with it PyTensor's cache key; the same for
+        every copy, and the template's own code is never compiled.
         """
         template = self.function
         maker = template.maker
