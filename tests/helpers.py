@@ -3,6 +3,8 @@
 import arviz as az
 import pymc as pm
 
+import pymc_sfp.compile as compile_module
+
 
 def sample(model, step, **kwargs):
     options = dict(
@@ -34,3 +36,17 @@ def assert_moments(idata, name, means, second_moments):
             mcse = float(az.mcse(prod.to_dataset()).to_array().squeeze())
             assert abs(float(prod.mean()) - second_moments[i, j]) < 4 * mcse, (name, i, j)
     assert flat.sizes["sample"] > 0
+
+
+def counted_compilations(monkeypatch) -> list:
+    """The graphs compiled with their rewrites from now on, not copied from a template
+    (``pymc_sfp.compile._Template``)."""
+    compiled = []
+    afresh = compile_module._compiled_afresh
+
+    def counted(inputs, outputs, kwargs):
+        compiled.append(outputs)
+        return afresh(inputs, outputs, kwargs)
+
+    monkeypatch.setattr(compile_module, "_compiled_afresh", counted)
+    return compiled

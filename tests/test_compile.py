@@ -38,6 +38,7 @@ from pymc_sfp.compile import (
     step_graph,
     tempered_model,
 )
+from tests.helpers import counted_compilations
 
 
 @pytest.fixture(scope="module")
@@ -429,19 +430,6 @@ def test_a_float32_constant_filled_into_a_float64_shape_keeps_the_disk_cache():
 
 
 # ------------------------------------------------------------ compilations of equal structure
-def _counted_compilations(monkeypatch) -> list:
-    """The graphs compiled with their rewrites from now on, not copied from a template."""
-    compiled = []
-    afresh = compile_module._compiled_afresh
-
-    def counted(inputs, outputs, kwargs):
-        compiled.append(outputs)
-        return afresh(inputs, outputs, kwargs)
-
-    monkeypatch.setattr(compile_module, "_compiled_afresh", counted)
-    return compiled
-
-
 def _regression(
     X: np.ndarray, y: np.ndarray, prior_sd: float = 1.0, data_y: bool = False
 ) -> pm.Model:
@@ -471,7 +459,7 @@ POINT = np.array([0.3, -0.7, 0.2])
 def test_a_model_built_again_is_compiled_without_rewriting_and_computes_the_same(monkeypatch):
     X, y = np.random.default_rng(0).normal(size=(6, 2)), np.linspace(-1.0, 1.0, 6)
     _logp(_regression(X, y))  # the template, if no earlier test made it
-    compiled = _counted_compilations(monkeypatch)
+    compiled = counted_compilations(monkeypatch)
     again = _regression(X, y)
     logp, grad = _logp(again)(POINT)
     assert compiled == []
@@ -484,7 +472,7 @@ def test_other_data_in_pm_data_share_a_compilation_and_each_reads_its_own(monkey
     rng = np.random.default_rng(1)
     y = np.linspace(-1.0, 1.0, 6)
     _logp(_regression(rng.normal(size=(6, 2)), y))
-    compiled = _counted_compilations(monkeypatch)
+    compiled = counted_compilations(monkeypatch)
     models = [_regression(rng.normal(size=(6, 2)), y) for _ in range(2)]
     functions = [_logp(model) for model in models]
     assert compiled == []
@@ -504,7 +492,7 @@ def test_data_of_other_lengths_share_a_compilation(monkeypatch):
     did not freeze the first length."""
     rng = np.random.default_rng(2)
     _logp(_regression(rng.normal(size=(6, 2)), rng.normal(size=6), data_y=True))
-    compiled = _counted_compilations(monkeypatch)
+    compiled = counted_compilations(monkeypatch)
     model = _regression(rng.normal(size=(9, 2)), rng.normal(size=9), data_y=True)
     logp = _logp(model)(POINT)[0]
     assert compiled == []
@@ -514,7 +502,7 @@ def test_data_of_other_lengths_share_a_compilation(monkeypatch):
 def test_other_constants_and_other_compile_arguments_compile_afresh(monkeypatch):
     X, y = np.random.default_rng(3).normal(size=(6, 2)), np.linspace(-1.0, 1.0, 6)
     _logp(_regression(X, y))
-    compiled = _counted_compilations(monkeypatch)
+    compiled = counted_compilations(monkeypatch)
     for model in (_regression(X, y + 1e-9), _regression(X, y, prior_sd=2.0)):
         np.testing.assert_allclose(_logp(model)(POINT)[0], _pymc_logp(model, POINT), rtol=1e-12)
     assert len(compiled) == 2

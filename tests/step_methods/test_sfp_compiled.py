@@ -25,6 +25,7 @@ from pymc_sfp.learning import marginal_prior
 from pymc_sfp.learning.tabulated_prior import static_shape
 from pymc_sfp.marginals import Marginal
 from pymc_sfp.step_methods import sfp as sfp_module
+from tests.helpers import counted_compilations
 
 
 def small_model():
@@ -341,11 +342,7 @@ def test_a_network_on_other_data_samples_the_same_from_a_copied_compilation(monk
 
     with network(*splits[0]):
         SFPStep(L=20)
-    compiled = []
-    afresh = compile_module._compiled_afresh
-    monkeypatch.setattr(
-        compile_module, "_compiled_afresh", lambda *a: compiled.append(a) or afresh(*a)
-    )
+    compiled = counted_compilations(monkeypatch)
     copied = draws()
     assert compiled == []
     monkeypatch.setattr(compile_module, "_TEMPLATES", [])
