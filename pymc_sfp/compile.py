@@ -309,11 +309,10 @@ class _Template:
     Rewriting the graph is most of a compilation (about a second of a step's construction for a
     network), and a copy skips it: the rewritten graph is copied and linked to the other shared
     variables' storage. That is sound because rewrites read types, never a shared variable's
-    value. The template itself is never called; every function made from it is a copy, so all
-    have the same rewritten graph in the same order, PyTensor's cache key of their Numba code is
-    the same, and that code is compiled once (then loaded from PyTensor's disk cache). Graphs
-    with a shared variable that is not a tensor (a random generator, ``pm.Minibatch``) are
-    compiled afresh each time.
+    value. Under PyTensor's Numba backend every copy also runs the template's Numba function
+    (:class:`_LinkedBefore`), so its code is compiled, or loaded from PyTensor's disk cache,
+    once per process. The template itself is never called. Graphs with a shared variable that
+    is not a tensor (a random generator, ``pm.Minibatch``) are compiled afresh each time.
 
     Attributes
     ----------
@@ -361,9 +360,9 @@ class _Template:
         whose orderings keep an in-place operation after every other reader of what it
         overwrites, so nothing would hold its order of operations to that. Under the template's
         disk-cache setting: a float32 graph's code must not be loaded from the cache
-        (:func:`_pm_compile`). The cloned graph's order of operations may differ from the
-        template's where nothing constrains it, and with it PyTensor's cache key; the same for
-        every copy, and the template's own code is never compiled.
+        (:func:`_pm_compile`). Under the Numba backend the copy is linked to the template's Numba
+        function (:class:`_LinkedBefore`), whose order of operations is the template's graph's;
+        under another linker, the cloned graph is linked anew.
         """
         template = self.function
         maker = template.maker
@@ -385,7 +384,7 @@ class _Template:
             spec.variable = variable
         cached = type(template).disk_cached and pytensor.config.numba__cache
         with pytensor.config.change_flags(numba__cache=cached):
-            function = type(maker)(
+            copied = type(maker)(
                 inputs=inputs,
                 outputs=outputs,
                 fgraph=fgraph,
@@ -394,9 +393,40 @@ class _Template:
                 function_class=maker.function_class,
                 accept_inplace=True,
                 no_fgraph_prep=True,
-            ).create([spec.value for spec in inputs])
+            )
+            jit_fn = getattr(template.vm, "jit_fn", None)
+            if jit_fn is not None and type(copied.linker) is NumbaLinker:
+                copied.linker.__class__ = _LinkedBefore
+                copied.linker.jit_fn = jit_fn
+            function = copied.create([spec.value for spec in inputs])
         function.__class__ = type(template)
         return function
+
+
+class _LinkedBefore(NumbaLinker):
+    """The Numba linker of a template's copy (:meth:`_Template.copy_for`): it links the
+    template's Numba function to the copy's storage instead of generating that function again.
+
+    Generating it is most of what linking costs (a Numba dispatcher per operation, then a load
+    from PyTensor's disk cache), and gives nothing new: the function takes every input, shared
+    variables included, as an argument, and freezes in only the graph's constants and order of
+    operations, which are the template's. One function for all copies also means that Numba
+    compiles or loads its code once per process, and that the jitted callers of
+    :func:`_first_of_its_kind` see one function.
+
+    Attributes
+    ----------
+    jit_fn : Callable
+        The template's Numba function.
+    """
+
+    jit_fn: Callable
+
+    def fgraph_convert(self, fgraph: Any, **kwargs: Any) -> None:
+        return None
+
+    def jit_compile(self, fn_and_cache: None) -> Callable:
+        return self.jit_fn
 
 
 def _same_argument(a: Any, b: Any) -> bool:

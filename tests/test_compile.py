@@ -15,6 +15,7 @@ from pytensor.graph.destroyhandler import DestroyHandler
 from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import apply_ancestors
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+from pytensor.link.numba.linker import NumbaLinker
 from pytensor.tensor.blockwise import Blockwise
 from scipy import special
 
@@ -485,6 +486,36 @@ def test_other_data_in_pm_data_share_a_compilation_and_each_reads_its_own(monkey
         pm.set_data({"X": np.zeros((6, 2))})
     np.testing.assert_allclose(functions[1](POINT)[0], _pymc_logp(models[1], POINT), rtol=1e-12)
     assert functions[0](POINT)[0] == values[0]
+
+
+def test_copies_run_the_templates_numba_function_and_generate_no_code(monkeypatch):
+    """A copy is linked to its template's Numba function (``compile._LinkedBefore``): linking
+    generates no code, and every copy calls the one function, with its own data."""
+    rng = np.random.default_rng(3)
+    y = np.linspace(-1.0, 1.0, 6)
+    _compile(*_value_logp(_regression(rng.normal(size=(6, 2)), y)), None)
+    generated = []
+    convert = NumbaLinker.fgraph_convert
+    monkeypatch.setattr(
+        NumbaLinker,
+        "fgraph_convert",
+        lambda self, *a, **k: generated.append(1) or convert(self, *a, **k),
+    )
+    models = [_regression(rng.normal(size=(6, 2)), y) for _ in range(2)]
+    functions = [_compile(*_value_logp(model), None) for model in models]
+    assert generated == []
+    template = compile_module._TEMPLATES[-1].function
+    assert functions[0].vm.jit_fn is functions[1].vm.jit_fn is template.vm.jit_fn
+    point = [POINT[:2], np.array(POINT[2])]
+    values = [float(f(*point)[0]) for f in functions]
+    assert values[0] != values[1]
+    for model, value in zip(models, values, strict=True):
+        np.testing.assert_allclose(value, _pymc_logp(model, POINT), rtol=1e-12)
+
+
+def _value_logp(model: pm.Model) -> tuple[list, list]:
+    """The model's value variables and its log-density (Jacobian included)."""
+    return model.value_vars, [model.logp()]
 
 
 def test_data_of_other_lengths_share_a_compilation(monkeypatch):
