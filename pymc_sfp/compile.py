@@ -428,6 +428,21 @@ class _LinkedBefore(NumbaLinker):
     def jit_compile(self, fn_and_cache: None) -> Callable:
         return self.jit_fn
 
+    def __reduce__(self) -> tuple:
+        # Pickled with its function (pm.sample with mp_ctx="spawn" pickles each step), it is the
+        # plain linker: a Numba function made from generated source does not survive pickling
+        # (its globals are lost), so the unpickled function generates its code again.
+        state = {k: v for k, v in self.__dict__.items() if k != "jit_fn"}
+        return _numba_linker, (state,)
+
+
+def _numba_linker(state: dict) -> NumbaLinker:
+    """A :class:`NumbaLinker` with the attributes ``state`` (of an unpickled
+    :class:`_LinkedBefore`)."""
+    linker = NumbaLinker.__new__(NumbaLinker)
+    linker.__dict__.update(state)
+    return linker
+
 
 def _same_argument(a: Any, b: Any) -> bool:
     """Whether two values of a compilation argument are the same: equal plain values, or one

@@ -1,6 +1,7 @@
 """The one bridge from a model to compiled functions, tested on its own against PyMC's own
 compiled log-density."""
 
+import pickle
 from collections.abc import Callable
 
 import cloudpickle
@@ -511,6 +512,10 @@ def test_copies_run_the_templates_numba_function_and_generate_no_code(monkeypatc
     assert values[0] != values[1]
     for model, value in zip(models, values, strict=True):
         np.testing.assert_allclose(value, _pymc_logp(model, POINT), rtol=1e-12)
+    # Pickled (as a spawned chain process receives it), a copy generates its code again.
+    unpickled = pickle.loads(pickle.dumps(functions[1]))
+    assert unpickled.vm.jit_fn is not template.vm.jit_fn
+    assert float(unpickled(*point)[0]) == values[1]
 
 
 def _value_logp(model: pm.Model) -> tuple[list, list]:
