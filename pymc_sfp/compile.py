@@ -432,16 +432,7 @@ class _LinkedBefore(NumbaLinker):
         # Pickled with its function (pm.sample with mp_ctx="spawn" pickles each step), it is the
         # plain linker: a Numba function made from generated source does not survive pickling
         # (its globals are lost), so the unpickled function generates its code again.
-        state = {k: v for k, v in self.__dict__.items() if k != "jit_fn"}
-        return _numba_linker, (state,)
-
-
-def _numba_linker(state: dict) -> NumbaLinker:
-    """A :class:`NumbaLinker` with the attributes ``state`` (of an unpickled
-    :class:`_LinkedBefore`)."""
-    linker = NumbaLinker.__new__(NumbaLinker)
-    linker.__dict__.update(state)
-    return linker
+        return NumbaLinker, (), {k: v for k, v in self.__dict__.items() if k != "jit_fn"}
 
 
 def _same_argument(a: Any, b: Any) -> bool:
