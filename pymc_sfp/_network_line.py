@@ -30,7 +30,9 @@ coordinate of the output layer computes no hidden unit.
 Coordinates that do not reach the logits (a noise sd, a centred group scale) are evaluated at the
 ``G`` moved points with the logits held fixed; coordinates that move many weights at once (a
 group's scale in the non-centred form) or that another term reads take the general evaluation.
-Each kind of coordinate is a branch of one graph that gets the values only for its own kind. This
+Each kind of coordinate has a line of its own, compiled as a function of its own and called for
+its coordinates only (one graph with a branch per kind would compute every branch at each call:
+Numba evaluates them all). This
 module builds the graphs; :mod:`pymc_sfp.compile` compiles them, checks them against the model's
 log-density before using them, and keeps the cache in the compiled sweep. It returns ``None``
 (the general evaluation) for anything it does not recognise.
@@ -117,16 +119,22 @@ class NetworkLine:
 
     Attributes
     ----------
-    along : TensorVariable
-        The log-density of the sampling coordinates at the ``G`` rows ``x`` with
-        ``x[index] = values``, shape ``(G,)``, given the network at ``x`` as :attr:`cache`.
+    alongs : tuple of TensorVariable
+        One line per kind of coordinate (the weights and biases of one layer, the coordinates
+        that do not reach the logits, those of the general evaluation), numbered as in
+        :attr:`kinds`: the log-density of the sampling coordinates at the ``G`` rows ``x``
+        with ``x[index] = values``, shape ``(G,)``, for a coordinate of that kind, given the
+        network at ``x`` as :attr:`cache`. Each is compiled as a function of its own, so that
+        a coordinate's call computes its own kind's line and no other.
+    kinds : ndarray of int64, shape (N,)
+        Which of :attr:`alongs` serves each coordinate.
     structured : ndarray of bool, shape (N,)
-        The coordinates whose line :attr:`along` evaluates by the structure; the others take
-        the general evaluation in it, and a move of one of them changes many units at once.
+        The coordinates whose line evaluates by the structure; the others take the general
+        evaluation, and a move of one of them changes many units at once.
     network : str
         The network's name.
     cache : tuple of TensorVariable
-        Float64 inputs of :attr:`along` and :attr:`advance`: the network at ``x``, each layer's
+        Float64 inputs of :attr:`alongs` and :attr:`advances`: the network at ``x``, each layer's
         summed input (``(n, units)``, the last one the logits), then each hidden layer's output;
         then the prior's log-density at ``x`` (``(1, 1)``: every term but the likelihood, the
         log-Jacobians included), with the ``-inf`` terms of elementwise potentials left out and
@@ -136,25 +144,26 @@ class NetworkLine:
         coordinate without a layer moves).
     forward : tuple of TensorVariable
         The cache at ``x`` (``O(n · W)``).
-    advance : tuple of TensorVariable
-        What changes in the cache when ``x[index]`` moves to ``values[0]``, computed from the
-        cache at ``x`` with :attr:`along` (further outputs of the same function), for a
-        coordinate with a layer; :attr:`update` writes it.
+    advances : tuple of tuple of TensorVariable
+        Per kind, what changes in the cache when ``x[index]`` moves to ``values[0]``, computed
+        from the cache at ``x`` with the kind's line (further outputs of the same function), for
+        a layer's kind; empty for the others. :attr:`update` writes it.
     update : CacheUpdate
     """
 
-    along: pt.TensorVariable
+    alongs: tuple[pt.TensorVariable, ...]
+    kinds: np.ndarray
     structured: np.ndarray
     network: str
     cache: tuple[pt.TensorVariable, ...]
     forward: tuple[pt.TensorVariable, ...]
-    advance: tuple[pt.TensorVariable, ...]
+    advances: tuple[tuple[pt.TensorVariable, ...], ...]
     update: CacheUpdate
 
 
 @dataclass(frozen=True)
 class CacheUpdate:
-    """How the outputs of :attr:`NetworkLine.advance` update the cache in place.
+    """How the outputs of :attr:`NetworkLine.advances` update the cache in place.
 
     Attributes
     ----------
@@ -165,8 +174,8 @@ class CacheUpdate:
     column : ndarray of int64, shape (N,)
         The unit the coordinate feeds.
     writes : dict
-        Per layer, the writes ``(output, cache array, whole)``; ``whole=False`` writes the
-        coordinate's column.
+        Per layer, the writes ``(output, cache array, whole)``, ``output`` numbering that
+        layer's advance; ``whole=False`` writes the coordinate's column.
     """
 
     layer: np.ndarray
@@ -174,8 +183,8 @@ class CacheUpdate:
     writes: dict[int, tuple[tuple[int, int, bool], ...]]
 
     def apply(self, cache: list[np.ndarray], new: list[np.ndarray], index: int) -> None:
-        """Write ``new``, the outputs of :attr:`NetworkLine.advance` (each of one row) for a
-        move of coordinate ``index`` (one with a layer), into ``cache``."""
+        """Write ``new``, the outputs of the layer's :attr:`NetworkLine.advances` (each of one
+        row) for a move of coordinate ``index`` (one with a layer), into ``cache``."""
         j = self.column[index]
         for output, target, whole in self.writes[int(self.layer[index])]:
             if whole:
@@ -297,38 +306,35 @@ def network_line(
             own,
         )
         kind = coordinates.layer
-        parts, moves = [], {}
-
-        def served(mask: np.ndarray) -> pt.TensorVariable:
-            # Numba evaluates every branch, so a branch gets the values only for the
-            # coordinates it serves, and none otherwise: one compiled function for all.
-            return values[: values.shape[0] * pt.constant(mask)[index].astype("int64")]
-
+        # One line per kind of coordinate, each a function of its own: Numba evaluates every
+        # branch of a graph, so one graph for all would compute every kind's line at each call.
+        parts, kinds, moves = [], np.zeros(len(kind), dtype=np.int64), {}
         for lay in np.unique(kind[kind >= 0]):  # one weight or bias of layer ``lay``
-            moved = served(kind == lay)
-            logits, unit, later = net.logits_along(int(lay), moved - x[index])
+            logits, unit, later = net.logits_along(int(lay), values - x[index])
             # The prior at x (float64 in the cache, so that advancing it loses nothing) and
             # the change of the weight's own terms, the only prior terms that read it.
-            change, infinite_change = net.own_change(int(lay), moved, x[index])
+            change, infinite_change = net.own_change(int(lay), values, x[index])
             finite_rows = cache[-3][0, 0] + change
             infinite_rows = cache[-2][0, 0] + infinite_change
             prior_rows = pt.switch(pt.gt(infinite_rows, 0.0), -np.inf, finite_rows)
             likelihood_rows = vectorize_graph(likelihood_x, {placeholder: logits})
+            moves[len(parts)] = int(lay), (unit, later, (finite_rows, infinite_rows))
+            kinds[kind == lay] = len(parts)
             parts.append((prior_rows + likelihood_rows).astype(logp.dtype))
-            moves[int(lay)] = (unit, later, (finite_rows, infinite_rows))
         if np.any(kind == OUTSIDE):  # the logits stay as they are
-            rows = rows_along(x, index, served(kind == OUTSIDE))
+            rows = rows_along(x, index, values)
             logits = pt.repeat(net.summed[-1][None], rows.shape[0], axis=0)
+            kinds[kind == OUTSIDE] = len(parts)
             parts.append(
                 vectorize_graph(full_prior_x + likelihood_x, {x: rows, placeholder: logits})
             )
         if np.any(kind == GENERAL):
-            parts.append(vectorize_graph(logp, {x: rows_along(x, index, served(kind == GENERAL))}))
-        along = parts[0] if len(parts) == 1 else pt.concatenate(parts)
-        advance, plan = _advance(moves, n_layers)
+            kinds[kind == GENERAL] = len(parts)
+            parts.append(vectorize_graph(logp, {x: rows_along(x, index, values)}))
+        advances, plan = _advance(moves, len(parts), n_layers)
         update = CacheUpdate(kind, coordinates.column, plan)
         return NetworkLine(
-            along, kind != GENERAL, network.name, cache, forward, tuple(advance), update
+            tuple(parts), kinds, kind != GENERAL, network.name, cache, forward, advances, update
         )
     return None
 
@@ -718,10 +724,14 @@ class _NetworkAt:
 
 
 def _advance(
-    moves: dict[int, tuple[pt.TensorVariable, list, tuple[pt.TensorVariable, ...]]], n_layers: int
-) -> tuple[list, dict[int, tuple[tuple[int, int, bool], ...]]]:
+    moves: dict[int, tuple[int, tuple[pt.TensorVariable, list, tuple[pt.TensorVariable, ...]]]],
+    n_kinds: int,
+    n_layers: int,
+) -> tuple[tuple[tuple[pt.TensorVariable, ...], ...], dict[int, tuple[tuple[int, int, bool], ...]]]:
     """What changes in the cache (:attr:`NetworkLine.cache`) when a weight or bias of some layer
-    moves to the first of the line's values: the outputs, and per layer where they go.
+    moves to the first of the line's values: per kind of coordinate (:attr:`NetworkLine.kinds`;
+    ``moves`` holds the kinds of the layers, with their layer), the outputs of its line's
+    function after the line (none for a kind without a layer), and per layer where they go.
 
     For a coordinate of layer ``l`` feeding unit ``j``: column ``j`` of layer ``l``'s summed
     input and of its output, every later layer whole, and the prior, each taken from the line's
@@ -730,15 +740,16 @@ def _advance(
     to nothing besides the line. A write is ``(output, cache array, whole)``, of the output's
     first row; ``whole=False`` writes column ``j``. Only the coordinate's own layer is written,
     so that a move costs ``O(n · outputs)`` for a network with one hidden layer."""
-    outputs: list = []
+    advances: list[tuple[pt.TensorVariable, ...]] = [() for _ in range(n_kinds)]
     plan = {}
     prior_at = 2 * n_layers - 1
-    for lay, (unit, later, prior_parts) in moves.items():
+    for kind_of_layer, (lay, (unit, later, prior_parts)) in moves.items():
+        outputs: list = []
         writes = []
 
         def put(value: pt.TensorVariable, target: int, whole: bool) -> None:
             writes.append((len(outputs), target, whole))  # noqa: B023
-            outputs.append(value)
+            outputs.append(value)  # noqa: B023
 
         put(unit[:1], lay, False)
         if lay < n_layers - 1:
@@ -749,5 +760,6 @@ def _advance(
                 put(_tanh(moved[:1]), n_layers + deeper, True)
         for offset, part in enumerate(prior_parts):
             put(part[:1], prior_at + offset, True)
+        advances[kind_of_layer] = tuple(outputs)
         plan[lay] = tuple(writes)
-    return outputs, plan
+    return tuple(advances), plan

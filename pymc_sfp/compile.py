@@ -155,6 +155,14 @@ class StepGraph:
     shared: dict
     start: np.ndarray
 
+    @functools.cached_property
+    def logp(self) -> pt.TensorVariable:
+        """The model's ``model.logp()`` (Jacobians included), built once per step: PyMC builds
+        the graph afresh at each call (~0.05 s for the glass network), and a step's
+        construction reads it several times (its random generators, its compiled functions).
+        Not to be changed in place."""
+        return self.model.logp()
+
     @float64_internals()
     def join(self, outputs: Sequence) -> tuple[list, pt.TensorVariable]:
         """``outputs`` as graphs of one raveled float64 vector of the step's variables.
@@ -530,7 +538,7 @@ def compile_logp_dlogp(
 
     ``x`` must be a contiguous float64 vector. Warmed up at ``graph.start``.
     """
-    [logp], flat = graph.join([graph.model.logp()])
+    [logp], flat = graph.join([graph.logp])
     function = _compile([flat], [logp, pt.grad(logp, flat)], compile_kwargs)
     warm_up(function, graph.start)
 
@@ -572,7 +580,7 @@ def compile_batched_logp(
     Monte Carlo estimates that need many points at once (variational ELBOs). Warmed up at
     ``graph.start``.
     """
-    [logp], flat = graph.join([graph.model.logp()])
+    [logp], flat = graph.join([graph.logp])
     rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
     function = _compile([rows], [vectorize_graph(logp, replace={flat: rows})], compile_kwargs)
     warm_up(function, graph.start[None, :])
@@ -934,7 +942,7 @@ def random_generators(graph: StepGraph) -> list[SharedVariable]:
     """
     return [
         var
-        for var in ancestors([graph.model.logp()])
+        for var in ancestors([graph.logp])
         if isinstance(var, SharedVariable) and isinstance(var.type, RandomGeneratorType)
     ]
 
@@ -1318,7 +1326,11 @@ def _is_staged(staged: np.ndarray, moved: int, value: float) -> bool:
 
 @_jit_cached
 def _first_as_scalar_array(values: np.ndarray) -> np.ndarray:
-    return values[0:1].reshape(())
+    """``values[0]`` as a 0-d array; any layout (the lines of several kinds unify to the
+    general one)."""
+    out = np.empty(())
+    out[()] = values[0]
+    return out
 
 
 #: The jitted functions the wrappers of :func:`_cached_line` call, by the names they call.
@@ -1349,14 +1361,14 @@ def along(*arguments):
 {restore}
             else:
                 moved_index, value = moved_to(x, moved)
-                new = inner(cx, moved_index, value{C}{A})
 {advance}
         else:
             new = forward(x{F})
 {copy}
         copy_point(cx, x)
         staged[0] = -1.0
-    return (inner(x, index, values{C}{A})[0],)
+    kind = kinds[index[()]]
+{line}
 
 def point(*arguments):
     x, cx{C}{S}, staged{A}{P} = arguments
@@ -1364,18 +1376,14 @@ def point(*arguments):
     if count > 1:
         return full(x{P})
     index, value = moved_to(x, moved)
-    new = inner(cx, index, value{C}{A})
-    lay = layer[moved]
-    if count == 1 and lay >= 0:
-        j = column[moved]
-{stage}
-        stage(staged, moved, x[moved])
-    return (first_as_scalar_array(new[0]),)
+    kind = kinds[moved]
+{evaluate}
 """
 
 
 def _cached_line(
-    inner: tuple[Callable, tuple],
+    inner: Sequence[tuple[Callable, tuple]],
+    kinds: np.ndarray,
     forward: tuple[Callable, tuple],
     full: tuple[Callable, tuple],
     update: CacheUpdate,
@@ -1403,30 +1411,56 @@ def _cached_line(
     Any other change of the cache clears ``staged``, so a staged advance is always one from the
     cache as it is.
 
-    ``inner`` is the structured line, whose outputs after the log-density are the advance's;
-    ``forward`` the network at a point; ``full`` the log-density at a point. Each is a
+    ``inner`` holds the structured line of each kind of coordinate
+    (:attr:`~pymc_sfp._network_line.NetworkLine.alongs`), whose outputs after the log-density
+    are the advance's of a layer's kind; ``kinds[i]`` is the kind of coordinate ``i``;
+    ``forward`` is the network at a point and ``full`` the log-density at a point. Each is a
     compiled function's Numba callable and its shared cells (:func:`_machine_code`); returns
-    the two callables and their cells, in argument order.
+    the two callables and their cells, in argument order (every line's cells, the same cell
+    twice where two read one shared variable).
     The wrappers are generated as source, each taking its arguments as ``*arguments`` (the
     convention :class:`~pymc_sfp.core.compiled_sweep.FunctionAddress` calls) and unpacking them
     by name, because Numba compiles no call with ``*args`` of mixed types.
     """
-    (inner_fn, a_cells), (forward_fn, f_cells), (full_fn, p_cells) = inner, forward, full
-    disk_keys = [_pytensor_key(f) for f in (inner_fn, forward_fn, full_fn)]
-    inner_fn, forward_fn, full_fn = map(_first_of_its_kind, (inner_fn, forward_fn, full_fn))
+    (forward_fn, f_cells), (full_fn, p_cells) = forward, full
+    inner_fns = [fn for fn, _ in inner]
+    disk_keys = [_pytensor_key(f) for f in (*inner_fns, forward_fn, full_fn)]
+    inner_fns = [_first_of_its_kind(f) for f in inner_fns]
+    forward_fn, full_fn = _first_of_its_kind(forward_fn), _first_of_its_kind(full_fn)
+    # Each line's shared cells, named a{kind}_{m}.
+    a_names = [[f"a{k}_{m}" for m in range(len(cells))] for k, (_, cells) in enumerate(inner)]
+    a_cells = tuple(cell for _, cells in inner for cell in cells)
+    kind_of_layer = {
+        lay: int(kinds[np.flatnonzero(update.layer == lay)[0]]) for lay in update.writes
+    }
 
     def names(prefix: str, count: int) -> str:
         return "".join(f", {prefix}{k}" for k in range(count))
 
-    def writes(indent: int, write: Callable[[int, int, bool], str]) -> str:
-        """Per layer, the writes of the advance (:attr:`CacheUpdate.writes`) as ``write``
-        spells each ``(output, target, whole)``, under a branch on ``lay``."""
+    def call(kind: int, point: str, index: str, values: str) -> str:
+        """The call of kind ``kind``'s line (``inner{kind}``) through ``point``."""
+        arguments = [point, index, values, *(f"c{k}" for k in range(n_cache)), *a_names[kind]]
+        return f"inner{kind}({', '.join(arguments)})"
+
+    def branches(indent: int, variable: str, cases: list[tuple[int, list[str]]]) -> str:
+        """``cases`` (value, lines) as an if/elif chain on ``variable``, the last one the
+        ``else`` (one case: its lines alone)."""
         pad = " " * indent
-        return "\n".join(
-            f"{pad}{'if' if n == 0 else 'elif'} lay == {lay}:\n"
-            + "\n".join(f"{pad}    {write(*w)}" for w in layer_writes)
-            for n, (lay, layer_writes) in enumerate(update.writes.items())
-        )
+        if len(cases) == 1:
+            return "\n".join(pad + line for line in cases[0][1])
+        out = []
+        for n, (value, lines) in enumerate(cases):
+            if n == len(cases) - 1:
+                out.append(pad + "else:")
+            else:
+                out.append(pad + f"{'if' if n == 0 else 'elif'} {variable} == {value}:")
+            out.extend(pad + "    " + line for line in lines)
+        return "\n".join(out)
+
+    def writes(write: Callable[[int, int, bool], str], lay: int) -> list[str]:
+        """Layer ``lay``'s writes of the advance (:attr:`CacheUpdate.writes`) as ``write``
+        spells each ``(output, target, whole)``."""
+        return [write(*w) for w in update.writes[lay]]
 
     def from_line(prefix: str) -> Callable[[int, int, bool], str]:
         """A write of the advance's output into array ``{prefix}{target}``."""
@@ -1443,31 +1477,62 @@ def _cached_line(
             return f"write_whole(c{target}, s{target})"
         return f"copy_column(c{target}, j, s{target})"
 
+    def evaluate(kind: int) -> list[str]:
+        """``point``'s evaluation through the cached point by kind ``kind``'s line, staging
+        the advance of a layer's kind."""
+        lines = [f"new = {call(kind, 'cx', 'index', 'value')}"]
+        for lay, of_layer in kind_of_layer.items():
+            if of_layer == kind:
+                lines += ["if count == 1:", "    j = column[moved]"]
+                lines += ["    " + w for w in writes(from_line("s"), lay)]
+                lines += ["    stage(staged, moved, x[moved])"]
+        return [*lines, "return (first_as_scalar_array(new[0]),)"]
+
+    layers = list(update.writes)
     source = _CACHED_LINE.format(
         C=names("c", n_cache),
         S=names("s", n_cache),
-        A=names("a", len(a_cells)),
+        A="".join(f", {name}" for group in a_names for name in group),
         F=names("f", len(f_cells)),
         P=names("p", len(p_cells)),
-        restore=writes(16, restore),
-        advance=writes(16, from_line("c")),
-        stage=writes(8, from_line("s")),
+        restore=branches(16, "lay", [(lay, writes(restore, lay)) for lay in layers]),
+        advance=branches(
+            16,
+            "lay",
+            [
+                (
+                    lay,
+                    [
+                        f"new = {call(kind_of_layer[lay], 'cx', 'moved_index', 'value')}",
+                        *writes(from_line("c"), lay),
+                    ],
+                )
+                for lay in layers
+            ],
+        ),
         copy="\n".join(f"            write_whole(c{k}, new[{k}])" for k in range(n_cache)),
+        line=branches(
+            4,
+            "kind",
+            [(k, [f"return ({call(k, 'x', 'index', 'values')}[0],)"]) for k in range(len(inner))],
+        ),
+        evaluate=branches(4, "kind", [(k, evaluate(k)) for k in range(len(inner))]),
     )
     namespace = {
         "np": np,
-        "inner": inner_fn,
+        **{f"inner{k}": fn for k, fn in enumerate(inner_fns)},
         "forward": forward_fn,
         "full": full_fn,
         "layer": update.layer,
         "column": update.column,
+        "kinds": kinds,
         **_WRAPPER_HELPERS,
     }
     # The same wrappers for the same functions and cache layout (a model built again), compiled
     # once (see _first_of_its_kind). The key holds the functions, so an identity is never that
     # of a function since freed.
-    frozen = (update.layer.tobytes(), update.column.tobytes(), source)
-    key = (inner_fn, forward_fn, full_fn, *frozen)
+    frozen = (update.layer.tobytes(), update.column.tobytes(), kinds.tobytes(), source)
+    key = (*inner_fns, forward_fn, full_fn, *frozen)
     if key not in _WRAPPERS:
         _WRAPPERS[key] = tuple(
             _wrapper(source, name, namespace, disk_keys, frozen) for name in ("point", "along")
@@ -1519,6 +1584,22 @@ class _LineByVariable:
         callables = [_machine_code(f, n_inputs)[0] for f in self.functions]
         per_variable = tuple(callables[j] for j in self.line_of)
         return per_variable, tuple(v.container.storage for v in self.shared)
+
+
+class _LineByKind:
+    """A network's structured line compiled per kind of coordinate
+    (:attr:`~pymc_sfp._network_line.NetworkLine.alongs`), called as one:
+    ``line(x, index, values, *cache)`` calls the function of coordinate ``index``'s kind and
+    returns its outputs (the line, then the advance of a layer's kind)."""
+
+    def __init__(self, functions: list[Function], kinds: np.ndarray):
+        self.functions = functions
+        self.kinds = np.asarray(kinds, dtype=np.int64)
+
+    def __call__(
+        self, x: np.ndarray, index: np.ndarray, values: np.ndarray, *cache: np.ndarray
+    ) -> list:
+        return self.functions[self.kinds[int(index)]](x, index, values, *cache)
 
 
 #: The wrappers of :func:`_cached_line` per functions and cache layout, the oldest dropped first.
@@ -1647,7 +1728,7 @@ class LineEvaluator:
             joined, q = graph.join(outputs)
             return _sampling_space(joined, q, x, layout)
 
-        [logp_q], log_jacobian = join([graph.model.logp()])
+        [logp_q], log_jacobian = join([graph.logp])
         logp_x = logp_q - log_jacobian
         point_outputs = [logp_x]
         if gradient:
@@ -1679,8 +1760,21 @@ class LineEvaluator:
                 inputs = [x, index, values, *line.cache]
                 # A layer none of the step's coordinates feed is read from no cache array.
                 kwargs = {"on_unused_input": "ignore", **(compile_kwargs or {})}
-                self._along = _compile(inputs, [line.along, *line.advance], kwargs)
+                self._along = _LineByKind(
+                    [
+                        _compile(inputs, [along, *advance], kwargs)
+                        for along, advance in zip(line.alongs, line.advances, strict=True)
+                    ],
+                    line.kinds,
+                )
                 self._network = (_compile([x], list(line.forward), kwargs), line.update)
+                # Every kind's function before chains fork (the check below calls some only).
+                at_start = [np.array(a, copy=True) for a in self._network[0](x0)]
+                for kind in range(len(line.alongs)):
+                    i = int(np.flatnonzero(line.kinds == kind)[0])
+                    warm_up(
+                        self._along, x0, np.asarray(i, dtype=np.int64), x0[i : i + 1], *at_start
+                    )
                 # The cache may be of a lower precision than the log-density (a float32 network
                 # under float64 data).
                 eps = _coarsest_precision([logp_x, *line.forward])
@@ -1821,7 +1915,11 @@ class LineEvaluator:
             forward, update = self._network
             n_cache = len(forward.maker.fgraph.outputs)
             point, along, point_cells, along_cells = _cached_line(
-                _machine_code(self._along, 3 + n_cache, len(self._along.maker.fgraph.outputs)),
+                [
+                    _machine_code(f, 3 + n_cache, len(f.maker.fgraph.outputs))
+                    for f in self._along.functions
+                ],
+                self._along.kinds,
                 _machine_code(forward, 1, n_cache),
                 (point, point_cells),
                 update,

@@ -65,6 +65,30 @@ def evaluator(model, value_vars=None):
     return LineEvaluator(graph, layout, gradient=False, batched=True), layout, graph
 
 
+def test_each_kind_of_coordinate_has_a_line_of_its_own():
+    """A network with two layers of weights and a noise sd outside it: one function per kind
+    (each layer's weights and biases, the noise sd), each coordinate served by its kind's, which
+    is its log-density along it (one graph for all ran every kind's branch at every call)."""
+    model = network_model("gaussian", "linear", (4,))
+    line, layout, _ = evaluator(model)
+    names = [layout.describe(i).split("[")[0] for i in range(layout.size)]
+    kinds = line._along.kinds
+    assert len(line._along.functions) == 3
+    by_name = {name: set(kinds[[n == name for n in names]].tolist()) for name in set(names)}
+    assert by_name["net_w0"] == by_name["net_b0"] and by_name["net_w1"] == by_name["net_b1"]
+    outside = [name for name in by_name if name not in {"net_w0", "net_b0", "net_w1", "net_b1"}]
+    assert len(outside) == 1
+    assert sorted(min(v) for v in (by_name["net_w0"], by_name["net_w1"], by_name[outside[0]])) == [
+        0,
+        1,
+        2,
+    ]
+    assert all(len(v) == 1 for v in by_name.values())
+    x = layout.from_value(step_graph(model, model.value_vars).start) + 0.1
+    for i in range(layout.size):
+        assert_line_is_the_log_density(line, x, i, np.array([-0.3, 0.2]), rtol=1e-10)
+
+
 @pytest.mark.parametrize(
     ("prior", "output", "hidden", "centred"),
     [
@@ -178,7 +202,7 @@ def test_float32_networks_are_not_cached_on_disk():
                 net = nn.mlp(X.astype(floatx), (3, 2, 3), output="softmax", prior="uniform")
                 nn.categorical_likelihood(net, LABELS)
             line, _, _ = evaluator(model)
-        functions = (line._point, line._along, line._network[0])
+        functions = (line._point, *line._along.functions, line._network[0])
         cached[floatx] = [CACHED_SRC_FUNCTIONS.get(f.vm.jit_fn.py_func) for f in functions]
     assert all(key is not None for key in cached["float64"])
     assert all(key is None for key in cached["float32"])

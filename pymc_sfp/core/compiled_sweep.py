@@ -514,13 +514,12 @@ def _grid(unit_nodes: np.ndarray, a: float, b: float, interval: bool):
 
 @_jit
 def _sweep_outputs(n: int, n_report: int):
-    """The per-coordinate outputs of a sweep, before it: ``empty``, ``unresolved``,
-    ``edge_low``, ``edge_high`` (all ``False``), ``quantiles`` (NaN) and the report arrays."""
+    """The per-coordinate outputs of a sweep, before it: ``flags``, whose rows are ``empty``,
+    ``unresolved``, ``edge_low`` and ``edge_high`` (all ``False``; one array, because each
+    array the kernel returns costs Python an object), ``quantiles`` (NaN) and the report
+    arrays."""
     return (
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.bool_),
+        np.zeros((4, n), dtype=np.bool_),
         np.full((2, n), np.nan),
         np.empty((n, n_report)),
         np.empty((n, n_report)),
@@ -611,7 +610,8 @@ def sweep_kernel(
     A NaN ``logp_current`` is evaluated first (as the reference sweep does). Returns the
     coordinate at which a call of the model failed (``-1`` for none, ``len(x)`` for the start's
     evaluation: the sweep stops there), the new position and log-density, then the counts and
-    arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0).
+    arrays of :class:`~pymc_sfp.core.sfp.SweepInfo` (``n_invalid`` is always 0), its four
+    boolean arrays as the rows of one (:func:`_sweep_outputs`).
     """
     budget_factor, limits, defensive_weight, edge_fraction, edge_mass, envelope_quantile = constants
     x = _copy(x)
@@ -619,9 +619,8 @@ def sweep_kernel(
     n_report = len(report_points)
     accepted = n_nonfinite = evaluations = 0
     failed = -1
-    empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = _sweep_outputs(
-        n, n_report
-    )
+    flags, quantiles, report_grid, report_cdf = _sweep_outputs(n, n_report)
+    empty, unresolved, edge_low, edge_high = flags[0], flags[1], flags[2], flags[3]
     if math.isnan(logp_current):
         (start,) = point((x,) + point_extra)  # noqa: RUF005
         if _failed(start):
@@ -735,10 +734,7 @@ def sweep_kernel(
         accepted,
         n_nonfinite,
         evaluations,
-        empty,
-        unresolved,
-        edge_low,
-        edge_high,
+        flags,
         quantiles,
         report_grid,
         report_cdf,
@@ -1042,7 +1038,8 @@ def compiled_sweep(
         uniforms=uniforms,
         report_points=settings.report_points,
     )
-    empty, unresolved, edge_low, edge_high, quantiles, report_grid, report_cdf = per_coordinate
+    flags, quantiles, report_grid, report_cdf = per_coordinate
+    empty, unresolved, edge_low, edge_high = flags
     info = SweepInfo(
         n_accepted=int(accepted),
         n_invalid=0,

@@ -610,14 +610,22 @@ def track_boxes(boxes: BoxTuning, auto: np.ndarray, info: SweepInfo) -> BoxTunin
     width (and forgets its envelope); the others widen their quantile envelope."""
     hit_low, hit_high = info.edge_low & auto, info.edge_high & auto
     hit = hit_low | hit_high
+    track = auto & ~hit & ~np.isnan(info.quantile_low)
+    # Called after every tuning sweep, mostly with no edge hit: whole-array operations only
+    # (a boolean-indexed update costs several array operations), and none for the boxes then.
+    envelope_lower = np.where(
+        track, np.minimum(boxes.envelope_lower, info.quantile_low), boxes.envelope_lower
+    )
+    envelope_upper = np.where(
+        track, np.maximum(boxes.envelope_upper, info.quantile_high), boxes.envelope_upper
+    )
+    if not hit.any():
+        return BoxTuning(boxes.lower.copy(), boxes.upper.copy(), envelope_lower, envelope_upper)
     width = boxes.upper - boxes.lower
     lower = boxes.lower - width * hit_low
     upper = boxes.upper + width * hit_high
-    track = auto & ~hit & ~np.isnan(info.quantile_low)
-    envelope_lower = np.where(hit, np.inf, boxes.envelope_lower)
-    envelope_upper = np.where(hit, -np.inf, boxes.envelope_upper)
-    envelope_lower[track] = np.minimum(envelope_lower[track], info.quantile_low[track])
-    envelope_upper[track] = np.maximum(envelope_upper[track], info.quantile_high[track])
+    envelope_lower[hit] = np.inf
+    envelope_upper[hit] = -np.inf
     return BoxTuning(lower, upper, envelope_lower, envelope_upper)
 
 

@@ -11,6 +11,7 @@ proposal for that coordinate, accepted or rejected with the exact log-density ra
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -618,7 +619,7 @@ class SFPStep(ArrayStepShared):
         if not self.correct:
             logp_current = self.evaluator.logp(x)
             evaluations += 1
-        if not np.isfinite(logp_current):
+        if not math.isfinite(logp_current):
             raise SamplingError(
                 "SFPStep: the log-density is not finite at the chain's point, and no coordinate's "
                 f"box holds a point where it is: {self._describe_point(x)}. Pass an initial point "

@@ -239,6 +239,35 @@ def test_box_tuning_widens_hit_edges_and_refits_to_the_envelope():
     np.testing.assert_allclose([kept.lower[1], kept.upper[1]], [-1.0, 1.0])
 
 
+def test_box_tuning_without_an_edge_hit_keeps_the_boxes_and_widens_the_envelopes():
+    """The usual tuning sweep hits no edge: the boxes stay (as new arrays: the step keeps the
+    result and the caller's arrays are not changed), the envelopes of the tracked automatic
+    coordinates widen, and the rest keep theirs."""
+    auto = np.array([True, True, False, True])
+    boxes = BoxTuning(
+        np.array([-1.0, -2.0, -1.0, 0.0]),
+        np.array([1.0, 2.0, 1.0, 3.0]),
+        np.array([-0.1, 0.5, 7.0, -0.3]),
+        np.array([0.2, 0.6, 8.0, 0.9]),
+    )
+    before = BoxTuning(*(a.copy() for a in boxes))
+    info = _info(
+        4,
+        quantile_low=np.array([-0.4, 0.7, -5.0, np.nan]),
+        quantile_high=np.array([0.1, 1.5, 5.0, np.nan]),
+    )
+    tuned = track_boxes(boxes, auto, info)
+    np.testing.assert_array_equal(tuned.lower, before.lower)
+    np.testing.assert_array_equal(tuned.upper, before.upper)
+    assert tuned.lower is not boxes.lower and tuned.upper is not boxes.upper
+    # Widened to the quantiles where they reach further; coordinate 2 is not automatic and
+    # coordinate 3 has no quantiles this sweep.
+    np.testing.assert_array_equal(tuned.envelope_lower, [-0.4, 0.5, 7.0, -0.3])
+    np.testing.assert_array_equal(tuned.envelope_upper, [0.2, 1.5, 8.0, 0.9])
+    for field, value in zip(before, boxes, strict=True):
+        np.testing.assert_array_equal(value, field)
+
+
 def test_interpolation_error_is_that_of_a_parabola():
     """On a Gaussian log-density the second divided differences are exact: every cell's error
     estimate is ``h² / (8 σ²)``; next to a non-finite value the curvature counts as zero."""
