@@ -47,6 +47,7 @@ import copy
 import copyreg
 import dataclasses
 import functools
+import gc
 import hashlib
 import inspect
 import logging
@@ -104,6 +105,7 @@ __all__ = [
     "constant_value",
     "coordinate_layout",
     "float64_internals",
+    "garbage_collector_paused",
     "likelihood_terms",
     "log_density_eps",
     "random_generators",
@@ -130,6 +132,28 @@ def float64_internals() -> Iterator[None]:
     """
     with pytensor.config.change_flags(warn_float64="ignore"):
         yield
+
+
+@contextlib.contextmanager
+def garbage_collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a step builds and compiles its graphs.
+
+    A construction makes some 10^5 PyTensor objects in reference cycles (a node and its
+    outputs point at each other), most of them garbage within the construction. Enough of them
+    live long enough to set off the collector's full collections, each a scan of the whole
+    process heap: 0.3 s of a 0.9 s construction of the glass network's step in a process that
+    had built a few before, 0.8 s of its first construction (3.6 s). Paused, the collector
+    runs its one next collection after the construction instead. The collector's state is
+    restored on exit, also when the construction raises, and a collector the user disabled
+    stays disabled. A fresh context each call (``@garbage_collector_paused()``).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)

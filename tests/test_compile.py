@@ -1,6 +1,7 @@
 """The one bridge from a model to compiled functions, tested on its own against PyMC's own
 compiled log-density."""
 
+import gc
 import pickle
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from pytensor.link.numba.linker import NumbaLinker
 from pytensor.tensor.blockwise import Blockwise
 from scipy import special
 
+import pymc_sfp
 import pymc_sfp.compile as compile_module
 from pymc_sfp._local_line import unlooped_blockwise
 from pymc_sfp._vectorised_exp import POLYNOMIAL_EXP
@@ -40,6 +42,7 @@ from pymc_sfp.compile import (
     step_graph,
     tempered_model,
 )
+from pymc_sfp.step_methods import dynamics, sfp, tempering
 from tests.helpers import counted_compilations
 
 
@@ -588,3 +591,31 @@ def test_the_templates_are_bounded_in_number_and_in_the_data_they_hold(monkeypat
         assert function(np.ones(n))[0] == n + k
         held.append([t.held for t in compile_module._TEMPLATES if t.held])
     assert held == [[3200], [3200, 3200], [3200, 3200], [3200, 2000]]
+
+
+@pytest.mark.parametrize("step_name", ["SFPStep", "StochasticDynamics", "ParallelTempering"])
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_step_builds_with_the_garbage_collector_paused_and_restores_it(
+    monkeypatch, model, step_name, enabled_before
+):
+    module = {"SFPStep": sfp, "StochasticDynamics": dynamics, "ParallelTempering": tempering}
+    seen = []
+
+    def recording_step_graph(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return step_graph(*args, **kwargs)
+
+    monkeypatch.setattr(module[step_name], "step_graph", recording_step_graph)
+    step_class = getattr(pymc_sfp, step_name)
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        with model:
+            step_class()
+        assert seen and not any(seen)
+        assert gc.isenabled() is enabled_before
+        # A construction that raises restores the collector too.
+        with model, pytest.raises(ValueError):
+            step_class(vars=[])
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()

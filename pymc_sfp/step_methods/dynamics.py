@@ -40,6 +40,7 @@ from pymc_sfp.compile import (
     StepGraph,
     compile_logp_dlogp,
     float64_internals,
+    garbage_collector_paused,
     log_density_eps,
     random_generators,
     reseed,
@@ -307,6 +308,7 @@ class StochasticDynamics(ArrayStepShared):
     }
     _state_class = StochasticDynamicsState
 
+    @garbage_collector_paused()
     def __init__(
         self,
         vars: Sequence | None = None,

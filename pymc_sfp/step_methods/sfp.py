@@ -36,6 +36,7 @@ from pymc_sfp.compile import (
     LineEvaluator,
     constant_value,
     coordinate_layout,
+    garbage_collector_paused,
     random_generators,
     step_graph,
 )
@@ -271,6 +272,7 @@ class SFPStep(ArrayStepShared):
     }
     _state_class = SFPStepState
 
+    @garbage_collector_paused()
     def __init__(
         self,
         vars: Sequence | None = None,

@@ -40,6 +40,7 @@ from pymc_sfp.compile import (
     compile_log_likelihood,
     compile_prior_sampler,
     float64_internals,
+    garbage_collector_paused,
     improper_prior_names,
     likelihood_terms,
     random_generators,
@@ -260,6 +261,7 @@ class ParallelTempering(ArrayStepShared):
         "log_evidence_se": (np.dtype(np.float64), []),
     }
 
+    @garbage_collector_paused()
     def __init__(
         self,
         vars: Sequence | None = None,
