@@ -141,8 +141,8 @@ def garbage_collector_paused() -> Iterator[None]:
     A construction makes some 10^5 PyTensor objects in reference cycles (a node and its
     outputs point at each other), most of them garbage within the construction. Enough of them
     live long enough to set off the collector's full collections, each a scan of the whole
-    process heap: 0.3 s of a 0.9 s construction of the glass network's step in a process that
-    had built a few before, 0.8 s of its first construction (3.6 s). Paused, the collector
+    process heap: 0.13-0.19 s of a 0.92 s construction of the glass network's step in a process
+    that had built a few before, 0.5-0.8 s of its first construction (3.6 s). Paused, the collector
     runs its one next collection after the construction instead. The collector's state is
     restored on exit, also when the construction raises, and a collector the user disabled
     stays disabled. A fresh context each call (``@garbage_collector_paused()``).
