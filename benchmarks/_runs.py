@@ -133,12 +133,15 @@ def time_sweeps(step: SFPStep, q, **kwargs: Any) -> tuple[np.ndarray, list, obje
 
 
 # ----------------------------------------------------------------------- network-learning protocol
-def sample_sfp(model: pm.Model, L: int, sweeps: int, seed: int) -> xr.DataTree:
+def sample_sfp(
+    model: pm.Model, L: int, sweeps: int, seed: int, step: SFPStep | None = None
+) -> xr.DataTree:
     """SFP-S: one chain of ``sweeps`` sweeps of ``SFPStep(L=L)``, the first
-    :data:`DISCARDED_SWEEPS` discarded as tuning."""
+    :data:`DISCARDED_SWEEPS` discarded as tuning; ``step``, a step of ``model`` built before
+    (e.g. for other data of the model's ``pm.Data``), instead of a new one."""
     with model:
         return pm.sample(
-            step=SFPStep(L=L),
+            step=SFPStep(L=L) if step is None else step,
             tune=DISCARDED_SWEEPS,
             draws=sweeps - DISCARDED_SWEEPS,
             chains=1,

@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.blocking import DictToArrayBijection
+from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.stats.convergence import log_warning_stats
 
 from pymc_sfp._validation import (
@@ -56,11 +56,14 @@ class IncrementalSFP:
     over the most recent ``window`` sweeps (Eq. 17); the paper does not say how its SFP-I
     predicts.
 
-    The model and the sampler are built once, in :meth:`fit`: new data go into the model's
-    ``pm.Data`` containers with ``pm.set_data``, which changes their number of rows without
-    recompiling the sampler's functions (they take the containers as shared inputs), and the
-    prior is installed the same way (:func:`marginal_prior`). Sweeps call
-    :meth:`SFPStep.astep` directly.
+    The model and the sampler are built once, in the first :meth:`fit`: new data go into the
+    model's ``pm.Data`` containers with ``pm.set_data``, which changes their number of rows
+    without recompiling the sampler's functions (they take the containers as shared inputs),
+    and the prior is installed the same way (:func:`marginal_prior`). Sweeps call
+    :meth:`SFPStep.astep` directly. Calling :meth:`fit` again starts over on its new initial
+    sample with the same model and sampler, nothing recompiled (e.g. one learner for many
+    splits of a data set): with an integer ``random_seed`` a refit makes the draws of a new
+    learner fitted to the same data.
 
     Parameters
     ----------
@@ -80,6 +83,9 @@ class IncrementalSFP:
     prior_points, floor
         Tabulation of the marginal prior (:func:`log_density_table`).
     random_seed : int or numpy.random.Generator, optional
+        Each :meth:`fit` seeds its sweeps from it (as scikit-learn's ``random_state``): an
+        integer makes every fit on the same data draw the same sweeps, a Generator goes on
+        with its stream. Set the attribute between fits to change it.
     name : str, default "net"
         Name of the network in the model.
 
@@ -134,6 +140,7 @@ class IncrementalSFP:
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {floor!r}")
         self.random_seed = random_seed
+        # Checked when made; each fit makes its generator from it.
         self._rng = as_generator(random_seed, "random_seed")
         self.name = name
         self.model: pm.Model | None = None
@@ -151,7 +158,9 @@ class IncrementalSFP:
         Builds the model (the ``U(-1, 1)`` prior, the data, the quadratic loss) and the
         :class:`~pymc_sfp.SFPStep`, runs ``sweeps`` sweeps from the all-zero weights, and
         averages the conditional CDFs of the sweeps after the first ``discard`` into the
-        marginals ``p(w_i | A)``, which replace the prior.
+        marginals ``p(w_i | A)``, which replace the prior. On a fitted learner it starts over:
+        the data become ``X`` and ``y``, the prior ``U(-1, 1)`` again, the draws and the
+        sampler's tuning are reset, and the model and sampler are reused.
 
         Parameters
         ----------
@@ -169,15 +178,11 @@ class IncrementalSFP:
 
         Raises
         ------
-        RuntimeError
-            If the learner was fitted already.
         ValueError
             For bad data (wrong widths, NaN, mismatched rows), ``sweeps`` or ``discard`` that
-            are not integers, or ``discard >= sweeps``. A failed fit leaves the learner
-            unfitted.
+            are not integers, or ``discard >= sweeps``; a fitted learner is left as it was.
+            A fit that fails while sweeping leaves the learner unfitted.
         """
-        if self.model is not None:
-            raise RuntimeError("fit was called already: make a new IncrementalSFP to start over")
         sweeps = check_positive_int(sweeps, "sweeps")
         discard = check_int_at_least(discard, 0, "discard")
         if discard >= sweeps:
@@ -187,20 +192,14 @@ class IncrementalSFP:
         if len(X) != len(Y):
             raise ValueError(f"X has {len(X)} rows but y has {len(Y)}")
 
-        with pm.Model() as model:
-            X_data = pm.Data(f"{self.name}_X", X)
-            network = mlp(X_data, self.layer_sizes, output=self.output, name=self.name)
-            likelihood = gaussian_likelihood(network, Y, D=self.D)
-            flat = Marginal(np.array([-1.0, 1.0]), np.array([0.0, 1.0]))
-            for var in sampled_parameters(network):
-                marginals = np.full(static_shape(var, model), flat, dtype=object)
-                marginal_prior(var, marginals, points=self.prior_points, floor=self.floor)
-            step = SFPStep(L=self.L, model=model)
+        if self.model is None:
+            self._build(X, Y)
+        else:
+            self._start_over(X, Y)
+        step = self.step
+        self._rng = as_generator(self.random_seed, "random_seed")
         step.rng = self._rng
-        self.model, self.network, self.step = model, network, step
-        self._y_name = f"{likelihood.name}_data"
-        self._X, self._Y = X, Y
-        self._q = DictToArrayBijection.map(model.initial_point())
+        self._q = RaveledVars(self._start.data.copy(), self._start.point_map_info)
 
         try:
             kept = []
@@ -291,6 +290,35 @@ class IncrementalSFP:
         )
         return self.network.predict_mean(samples, X).values
 
+    def _build(self, X: np.ndarray, Y: np.ndarray) -> None:
+        """The model (``U(-1, 1)`` weights, the data, the loss, a flat Eq. 21 prior) and step."""
+        with pm.Model() as model:
+            X_data = pm.Data(f"{self.name}_X", X)
+            network = mlp(X_data, self.layer_sizes, output=self.output, name=self.name)
+            likelihood = gaussian_likelihood(network, Y, D=self.D)
+            for var in sampled_parameters(network):
+                marginal_prior(
+                    var, _flat_marginals(var, model), points=self.prior_points, floor=self.floor
+                )
+            step = SFPStep(L=self.L, model=model)
+        self.model, self.network, self.step = model, network, step
+        self._y_name = f"{likelihood.name}_data"
+        self._X, self._Y = X, Y
+        # Kept: model.initial_point() compiles a function at every call.
+        self._start = DictToArrayBijection.map(model.initial_point())
+
+    def _start_over(self, X: np.ndarray, Y: np.ndarray) -> None:
+        """A fitted learner back to the state :meth:`_build` leaves, on new data."""
+        self.draws.clear()
+        self.sweep_seconds.clear()
+        self.prior_marginals = {}
+        self._X, self._Y = X, Y
+        pm.set_data({f"{self.name}_X": X, self._y_name: Y}, model=self.model)
+        self._set_prior(
+            {var.name: _flat_marginals(var, self.model) for var in sampled_parameters(self.network)}
+        )
+        self.step.reset_tuning()
+
     def _sweep(self) -> dict[str, Any]:
         """One SFP sweep from the current state; records the draw and returns the stats."""
         self._q, stats = self.step.astep(self._q)
@@ -312,8 +340,7 @@ class IncrementalSFP:
 
     def _install_prior(self, kept: list[dict[str, Any]]) -> None:
         """Marginals of the kept sweeps (Eq. 7) → the prior tables of Eq. 21."""
-        self.prior_marginals = {}
-        new_tables = {}
+        prior_marginals = {}
         for var in sampled_parameters(self.network):
             # Each sweep's stat has a leading draw axis of length 1 (see SFPStep); stacked, the
             # sweeps give (draws, *shape, points).
@@ -324,14 +351,27 @@ class IncrementalSFP:
             marginals = np.empty(cdfs.shape[1:-1], dtype=object)
             for index in np.ndindex(marginals.shape):
                 marginals[index] = average_recorded_conditionals(boxes[:, *index], cdfs[:, *index])
-            self.prior_marginals[var.name] = marginals
+            prior_marginals[var.name] = marginals
+        self._set_prior(prior_marginals)
+        self.prior_marginals = prior_marginals
+
+    def _set_prior(self, marginals: dict[str, np.ndarray]) -> None:
+        """Tabulate ``marginals`` (variable name → object array) into the Eq. 21 prior's data."""
+        new_tables = {}
+        for name, var_marginals in marginals.items():
             lower, upper, table = log_density_table(
-                marginals, points=self.prior_points, floor=self.floor
+                var_marginals, points=self.prior_points, floor=self.floor
             )
-            prefix = f"{var.name}_marginal_prior"
+            prefix = f"{name}_marginal_prior"
             new_tables |= {
                 f"{prefix}_lower": lower,
                 f"{prefix}_upper": upper,
                 f"{prefix}_logpdf": table,
             }
         pm.set_data(new_tables, model=self.model)
+
+
+def _flat_marginals(var: Any, model: pm.Model) -> np.ndarray:
+    """The ``U(-1, 1)`` marginal for every element of ``var``: the prior before any data."""
+    flat = Marginal(np.array([-1.0, 1.0]), np.array([0.0, 1.0]))
+    return np.full(static_shape(var, model), flat, dtype=object)

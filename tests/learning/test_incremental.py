@@ -61,8 +61,6 @@ def test_incremental_learner_runs_without_recompiling(incremental, monkeypatch):
     assert learner.step is step
     assert learner.n_data == 70 and len(learner.draws) == n_draws + 60
     assert len(learner.sweep_seconds) == 60
-    # A recompilation costs seconds; a sweep of 16 weights costs ~20 ms whatever the data size.
-    assert max(learner.sweep_seconds) < 1.0
 
     mse_final = np.mean((learner.predict(X_test)[:, 0] - np.sin(1.5 * X_test[:, 0])) ** 2)
     # Measured with random_seed 1, 2, 3: final / initial = 0.74, 0.83, 0.80. The gain is modest
@@ -120,9 +118,9 @@ def test_incremental_learner_rejects_bad_input(incremental):
         learner.partial_fit(np.array([[0.1]]), np.array([np.inf]))
     with pytest.raises(ValueError, match="rows"):
         learner.partial_fit(np.zeros((3, 1)), np.zeros(2))
-    with pytest.raises(RuntimeError, match="fit was called"):
-        learner.fit(np.zeros((3, 1)), np.zeros(3))
-    assert learner.n_data == n
+    with pytest.raises(ValueError, match="rows"):
+        learner.fit(np.zeros((3, 1)), np.zeros(2))
+    assert learner.n_data == n and learner.prior_marginals
     # One datum of a one-input, one-output network may be given as two numbers.
     learner.partial_fit(0.3, np.sin(0.45))
     assert learner.n_data == n + 1
@@ -133,6 +131,54 @@ def test_incremental_learner_rejects_bad_input(incremental):
         fresh.predict(np.zeros((1, 1)))
     with pytest.raises(ValueError, match="discard"):
         fresh.fit(np.zeros((3, 1)), np.zeros(3), sweeps=10, discard=10)
+
+
+@pytest.mark.slow
+def test_a_refit_starts_over_on_the_same_model_with_the_draws_of_a_new_learner(monkeypatch):
+    """``fit`` on a fitted learner (after ``partial_fit`` changed its rows): nothing recompiled,
+    and with an integer seed the draws, prior and predictions of a new learner on that data."""
+    rng = np.random.default_rng(3)
+    (X1, y1), (X2, y2) = sine_data(8, rng), sine_data(12, rng)
+    settings = dict(D=0.01, L=12, window=3, random_seed=5)
+    fresh = IncrementalSFP((1, 3, 1), **settings).fit(X2, y2, sweeps=8, discard=3)
+    fresh.partial_fit(X1[:2], y1[:2])
+    reused = IncrementalSFP((1, 3, 1), **settings).fit(X1, y1, sweeps=8, discard=3)
+    reused.partial_fit(X2[:3], y2[:3])
+    model, step = reused.model, reused.step
+    compiled = []
+    original = pytensor.function
+
+    def counting(*args, **kwargs):
+        compiled.append(args)
+        return original(*args, **kwargs)
+
+    tuning = []
+    astep = SFPStep.astep
+
+    def recording_astep(step, q):
+        tuning.append(step.tune)
+        return astep(step, q)
+
+    monkeypatch.setattr(pytensor, "function", counting)
+    monkeypatch.setattr(SFPStep, "astep", recording_astep)
+    reused.fit(X2, y2, sweeps=8, discard=3)
+    reused.partial_fit(X1[:2], y1[:2])
+    assert compiled == [] and reused.model is model and reused.step is step
+    # The sampler's tuning starts over too (the U(-1, 1) boxes themselves are fixed).
+    assert tuning == [True] * 3 + [False] * 7
+    assert reused.n_data == fresh.n_data == 14
+    assert len(reused.draws) == len(fresh.draws) == 10 and len(reused.sweep_seconds) == 2
+    for reused_draw, fresh_draw in zip(reused.draws, fresh.draws, strict=True):
+        assert reused_draw.keys() == fresh_draw.keys()
+        for name, values in fresh_draw.items():
+            np.testing.assert_array_equal(reused_draw[name], values)
+    for name, marginals in fresh.prior_marginals.items():
+        for index, marginal in np.ndenumerate(marginals):
+            np.testing.assert_array_equal(
+                reused.prior_marginals[name][index].cdf_values, marginal.cdf_values
+            )
+    X_test = np.linspace(-2, 2, 5)[:, None]
+    np.testing.assert_array_equal(reused.predict(X_test), fresh.predict(X_test))
 
 
 @pytest.mark.parametrize(

@@ -406,6 +406,35 @@ def test_reused_step_starts_afresh_in_parallel_sampling():
     np.testing.assert_array_equal(fresh.posterior["a"].values, again.posterior["a"].values)
 
 
+def test_a_step_reused_on_new_data_draws_what_a_new_step_does():
+    """One network model and step for several data sets of one shape (``pm.set_data`` between
+    runs, nothing rebuilt): a run draws what a step built for that data draws. A softmax
+    network on Berrones' quadratic loss, whose coordinates take the network's cached line."""
+    rng = np.random.default_rng(4)
+    data = [(rng.normal(size=(30, 3)), np.eye(3)[rng.integers(0, 3, 30)]) for _ in range(2)]
+
+    def network_model(X, onehot):
+        with pm.Model() as model:
+            net = pymc_sfp.nn.mlp(X, (3, 2, 3), output="softmax", prior="uniform")
+            pymc_sfp.nn.gaussian_likelihood(net, onehot, D=0.05)
+        return model
+
+    runs = dict(draws=15, tune=10, chains=1, random_seed=11)
+    fresh_model = network_model(*data[1])
+    with fresh_model:
+        fresh_step = SFPStep(L=15, marginal_points=0)
+    assert fresh_step.evaluator.structured.all()
+    fresh = sample(fresh_model, lambda: fresh_step, **runs)
+    model = network_model(*data[0])
+    with model:
+        reused = SFPStep(L=15, marginal_points=0)
+    sample(model, lambda: reused, **{**runs, "random_seed": 12})
+    pm.set_data({"net_X": data[1][0], "net_y_data": data[1][1]}, model=model)
+    again = sample(model, lambda: reused, **runs)
+    for name in ("net_w0", "net_w1", "net_b0", "net_b1"):
+        np.testing.assert_array_equal(again.posterior[name].values, fresh.posterior[name].values)
+
+
 @pytest.mark.slow
 def test_spawn_multiprocessing_matches_fork():
     with pm.Model():
