@@ -140,8 +140,7 @@ class IncrementalSFP:
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {floor!r}")
         self.random_seed = random_seed
-        # Checked when made; each fit makes its generator from it.
-        self._rng = as_generator(random_seed, "random_seed")
+        as_generator(random_seed, "random_seed")  # checked when made; each fit seeds from it
         self.name = name
         self.model: pm.Model | None = None
         self.draws: list[dict[str, np.ndarray]] = []
@@ -197,8 +196,7 @@ class IncrementalSFP:
         else:
             self._start_over(X, Y)
         step = self.step
-        self._rng = as_generator(self.random_seed, "random_seed")
-        step.rng = self._rng
+        step.rng = as_generator(self.random_seed, "random_seed")
         self._q = RaveledVars(self._start.data.copy(), self._start.point_map_info)
 
         try:
