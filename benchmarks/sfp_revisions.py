@@ -15,7 +15,8 @@ A child process imports ``pymc_sfp`` from its revision's tree (``PYTHONPATH``) a
 benchmarks' own helpers (``_problems``, ``_runs``) from this tree, so both build the same model
 with the same public API: Berrones' network (``U(-1, 1)`` weights, the cold quadratic loss of
 Eq. 23) on the data of ``sfp_learning.py``'s cost section (glass split 0; the laser training
-windows). It constructs ``SFPStep(L=L, marginal_points=0)`` (timed), and times ``step.astep``
+windows), at the ``L`` of that section (30) and of the network's own experiment (glass 100, laser
+50). It constructs ``SFPStep(L=L, marginal_points=0)`` (timed), and times ``step.astep``
 sweeps from the all-zero initial point after one warm-up sweep that absorbs the lazy
 compilation. The table gives, per network and revision, the median over rounds of each round's
 median sweep and the fastest sweep seen; the ratio is of the medians over rounds, and its range
@@ -41,7 +42,6 @@ import numpy as np
 from _common import BENCHMARKS_DIR, Section, Suite, fmt_time, main, md_table
 
 REPOSITORY = BENCHMARKS_DIR.parent
-NETWORKS = ("glass 9-6-4", "laser 2-20-1")
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ class Settings:
         issue that asked for compiled sweeps (#13) was filed.
     rounds : int
         Rounds; each times every network once per revision, in a fresh process each.
-    L : int
-        ``SFPStep``'s grid size (that of ``sfp_learning.py``'s cost section).
+    cases : tuple of (str, int)
+        The networks ("glass 9-6-4", "laser 2-20-1") and ``SFPStep``'s grid size ``L`` for
+        each: that of ``sfp_learning.py``'s cost section (30) and of the network's experiment
+        in that suite (``glass_L``, ``series_L``).
     budget_s : float
         Seconds of timed sweeps per network, revision and round (at least ``min_sweeps``, at
         most ``max_sweeps`` sweeps).
@@ -69,13 +71,24 @@ class Settings:
     mode: str = "full"
     baseline: str = "2783cae"
     rounds: int = 5
-    L: int = 30
+    cases: tuple[tuple[str, int], ...] = (
+        ("glass 9-6-4", 30),
+        ("glass 9-6-4", 100),
+        ("laser 2-20-1", 30),
+        ("laser 2-20-1", 50),
+    )
     budget_s: float = 4.0
     min_sweeps: int = 10
     max_sweeps: int = 2000
 
 
-QUICK = Settings(mode="quick", rounds=1, budget_s=0.5, min_sweeps=3)
+QUICK = Settings(
+    mode="quick",
+    rounds=1,
+    cases=(("glass 9-6-4", 30), ("laser 2-20-1", 30)),
+    budget_s=0.5,
+    min_sweeps=3,
+)
 
 
 # --------------------------------------------------------------------------- one revision, one net
@@ -119,13 +132,13 @@ def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_swe
     }
 
 
-def run_child(tree: Path, network: str, settings: Settings) -> dict:
+def run_child(tree: Path, network: str, L: int, settings: Settings) -> dict:
     """:func:`time_network` in a new process that imports ``pymc_sfp`` from ``tree``."""
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
         "--child",
-        json.dumps([network, settings.L, settings.budget_s, settings.min_sweeps,
+        json.dumps([network, L, settings.budget_s, settings.min_sweeps,
                     settings.max_sweeps]),
     ]  # fmt: skip
     env = os.environ | {"PYTHONPATH": str(tree)}
@@ -151,17 +164,18 @@ def revision_rounds(settings: Settings) -> Section:
         subprocess.run([*git_worktree, "add", "-q", "--detach", old_tree, baseline], check=True)
         try:
             trees = {"baseline": old_tree, "this tree": REPOSITORY}
-            runs = {(net, rev): [] for net in NETWORKS for rev in trees}
+            runs = {(case, rev): [] for case in settings.cases for rev in trees}
             for round_ in range(settings.rounds):
                 order = list(trees) if round_ % 2 == 0 else list(trees)[::-1]
-                for network in NETWORKS:
+                for network, L in settings.cases:
                     for revision in order:
                         t0 = time.perf_counter()
-                        result = run_child(trees[revision], network, settings)
-                        runs[network, revision].append(result)
+                        result = run_child(trees[revision], network, L, settings)
+                        runs[(network, L), revision].append(result)
                         sweep = np.median(result["sweeps_s"])
                         print(
-                            f"round {round_ + 1}: {network}, {revision}: {fmt_time(sweep)} / "
+                            f"round {round_ + 1}: {network}, L = {L}, {revision}: "
+                            f"{fmt_time(sweep)} / "
                             f"sweep ({len(result['sweeps_s'])} sweeps, process "
                             f"{time.perf_counter() - t0:.0f} s)",
                             flush=True,
@@ -169,15 +183,16 @@ def revision_rounds(settings: Settings) -> Section:
         finally:
             subprocess.run([*git_worktree, "remove", "--force", old_tree], check=False)
     rows = []
-    for network in NETWORKS:
-        medians = {rev: np.array([np.median(r["sweeps_s"]) for r in runs[network, rev]])
+    for case in settings.cases:
+        medians = {rev: np.array([np.median(r["sweeps_s"]) for r in runs[case, rev]])
                    for rev in trees}  # fmt: skip
-        fastest = {rev: min(min(r["sweeps_s"]) for r in runs[network, rev]) for rev in trees}
-        build = {rev: np.median([r["construct_s"] for r in runs[network, rev]]) for rev in trees}
+        fastest = {rev: min(min(r["sweeps_s"]) for r in runs[case, rev]) for rev in trees}
+        build = {rev: np.median([r["construct_s"] for r in runs[case, rev]]) for rev in trees}
         per_round = medians["baseline"] / medians["this tree"]
         rows.append(
             [
-                network,
+                case[0],
+                case[1],
                 fmt_time(float(np.median(medians["baseline"]))),
                 fmt_time(fastest["baseline"]),
                 fmt_time(float(np.median(medians["this tree"]))),
@@ -189,6 +204,7 @@ def revision_rounds(settings: Settings) -> Section:
         )
     columns = [
         "network",
+        "L",
         f"{baseline}: median sweep",
         f"{baseline}: fastest",
         "this tree: median sweep",
@@ -201,14 +217,15 @@ def revision_rounds(settings: Settings) -> Section:
         "sweeps",
         f"""## Sweep cost on the paper's networks: this tree against {baseline}
 
-`SFPStep(L={settings.L}, marginal_points=0)`, `step.astep` from the all-zero initial point
-after one warm-up sweep; {settings.rounds} rounds, each timing every network once per revision
-in a fresh process (at least {settings.min_sweeps} sweeps and {settings.budget_s:g} s of them),
-the revisions alternating and their order swapped from round to round. 'median sweep' is the
-median over rounds of each round's median; 'fastest' the fastest single sweep of any round;
-'per-round ratios' the range of the rounds' own ratios of medians; 'construction' the median
-time of `SFPStep(...)` in a new process (both revisions compile part of their functions lazily,
-in the warm-up sweep, which is not timed).
+`SFPStep(L=L, marginal_points=0)`, `step.astep` from the all-zero initial point after one
+warm-up sweep, at `L` = 30 (as in `sfp_learning.py`'s cost section) and at the network's `L` in
+its experiment there (glass 100, the laser network 50); {settings.rounds} rounds, each timing
+every network once per revision in a fresh process (at least {settings.min_sweeps} sweeps and
+{settings.budget_s:g} s of them), the revisions alternating and their order swapped from round
+to round. 'median sweep' is the median over rounds of each round's median; 'fastest' the
+fastest single sweep of any round; 'per-round ratios' the range of the rounds' own ratios of
+medians; 'construction' the median time of `SFPStep(...)` in a new process (both revisions
+compile part of their functions lazily, in the warm-up sweep, which is not timed).
 
 {md_table(columns, rows)}""",
     )
