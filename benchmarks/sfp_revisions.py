@@ -112,9 +112,11 @@ def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_swe
     if network == "glass 9-6-4":
         X, y, _, _ = glass_split(np.random.default_rng(0))
         model, _ = paper_network(X, np.eye(4)[y], GLASS_LAYERS, GLASS_D, "softmax")
-    else:
+    elif network == "laser 2-20-1":
         X, y, _, _ = laser_windows()
         model, _ = paper_network(X, y, (LASER_WINDOW, 20, 1), SERIES_D, "linear")
+    else:
+        raise ValueError(f"network must be 'glass 9-6-4' or 'laser 2-20-1', not {network!r}")
     with model:
         step, construct_s = timed(lambda: SFPStep(L=L, marginal_points=0))
     seconds, _, _ = time_sweeps(
