@@ -61,6 +61,7 @@ from pymc_sfp.core.sfp import SweepInfo, SweepSettings, SweepState, draw_uniform
 
 __all__ = [
     "AddressedFunctionType",
+    "CompiledSweep",
     "FunctionAddress",
     "ModelCallError",
     "compiled_probe",
@@ -80,8 +81,9 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 def _constants() -> tuple:
-    """The constants of ``core.sfp`` the kernel uses, read at each call: a kernel compiled once
-    is reused for every model built again, so it must not freeze them. ``resolve_line``'s
+    """The constants of ``core.sfp`` the kernel uses, read when a :class:`CompiledSweep` is
+    made: a kernel compiled once is reused for every model built again, so it must not freeze
+    them. ``resolve_line``'s
     limits are in the order :func:`_refinement` takes them. As floats, so that their types, and
     with them the kernel's signature, are always the same."""
     return (
@@ -234,13 +236,12 @@ def _tabulate(
     if not np.isfinite(top):
         return f, bound, delta, np.empty(0)
     f -= top
-    density = np.empty(len(nodes))
-    for k in range(len(nodes)):
-        density[k] = math.exp(f[k])
     cdf = np.zeros(len(nodes))
+    right_density = math.exp(f[0])
     for k in range(cells):
         left, right = f[k], f[k + 1]
-        bound[k] = (nodes[k + 1] - nodes[k]) * max(density[k], density[k + 1])
+        left_density, right_density = right_density, math.exp(right)
+        bound[k] = (nodes[k + 1] - nodes[k]) * max(left_density, right_density)
         mass = 0.0
         finite_left, finite_right = np.isfinite(left), np.isfinite(right)
         if finite_left and finite_right:
@@ -254,10 +255,12 @@ def _tabulate(
 
 @_jit
 def _normalised(cdf: np.ndarray) -> np.ndarray:
-    """The CDF of :func:`_tabulate` normalised (``quadrature_conditional``)."""
-    out = cdf / cdf[-1]
-    out[-1] = 1.0
-    return out
+    """The CDF of :func:`_tabulate` normalised (``quadrature_conditional``), in place."""
+    total = cdf[-1]
+    for k in range(len(cdf) - 1):
+        cdf[k] /= total
+    cdf[-1] = 1.0
+    return cdf
 
 
 @_jit
@@ -366,19 +369,22 @@ def _proposal_logpdf(
 def _interpolation_error(nodes: np.ndarray, f: np.ndarray) -> np.ndarray:
     """``core.sfp.interpolation_error``, in the same order of operations."""
     cells = len(nodes) - 1
-    curvature = np.zeros(len(nodes))
-    for k in range(1, cells):
-        width_left = nodes[k] - nodes[k - 1]
-        width_right = nodes[k + 1] - nodes[k]
-        slope_left = (f[k] - f[k - 1]) / width_left
-        slope_right = (f[k + 1] - f[k]) / width_right
-        bend = abs(slope_right - slope_left) * 2.0 / (width_left + width_right)
-        if np.isfinite(bend):
-            curvature[k] = bend
     error = np.empty(cells)
+    # The curvature at node k + 1, the right end of cell k; 0 at the grid's ends.
+    left_curvature = 0.0
     for k in range(cells):
+        right_curvature = 0.0
+        if k + 1 < cells:
+            width_left = nodes[k + 1] - nodes[k]
+            width_right = nodes[k + 2] - nodes[k + 1]
+            slope_left = (f[k + 1] - f[k]) / width_left
+            slope_right = (f[k + 2] - f[k + 1]) / width_right
+            bend = abs(slope_right - slope_left) * 2.0 / (width_left + width_right)
+            if np.isfinite(bend):
+                right_curvature = bend
         width = nodes[k + 1] - nodes[k]
-        error[k] = width * width * max(curvature[k], curvature[k + 1]) / 8.0
+        error[k] = width * width * max(left_curvature, right_curvature) / 8.0
+        left_curvature = right_curvature
     return error
 
 
@@ -467,11 +473,18 @@ def _insert(old: np.ndarray, pieces: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 @_jit
-def _subdivisions(nodes: np.ndarray, pieces: np.ndarray) -> np.ndarray:
-    """The points that cut each cell into ``pieces`` equal ones, in order."""
+def _new_nodes(pieces: np.ndarray) -> int:
+    """How many nodes cutting each cell into ``pieces`` adds."""
     count = 0
     for k in range(len(pieces)):
         count += pieces[k] - 1
+    return count
+
+
+@_jit
+def _subdivisions(nodes: np.ndarray, pieces: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` (:func:`_new_nodes`) points that cut each cell into ``pieces`` equal
+    ones, in order."""
     out = np.empty(count)
     m = 0
     for k in range(len(pieces)):
@@ -542,7 +555,8 @@ def _failed(values: np.ndarray) -> bool:
 def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
     """``resolve_line``: refine until the conditional is resolved where it has mass. Returns
     the nodes, their log-density, the evaluations made, whether it is resolved, whether a
-    call of the model failed, and the :func:`_tabulate` of the nodes returned."""
+    call of the model failed, and the :func:`_tabulate` of the nodes returned. ``index`` is
+    the coordinate as the line function takes it (:func:`_index_array`)."""
     budget = budget_factor * len(nodes)
     min_width = _min_width(nodes)
     n_evals = 0
@@ -551,13 +565,13 @@ def _resolve(along, extra, x, index, nodes, logp, D, budget_factor, limits):
         pieces, stuck, split_steep, empty = _refinement(nodes, table, min_width, limits)
         if empty:
             return nodes, logp, n_evals, True, False, table
-        new_nodes = _subdivisions(nodes, pieces)
-        count = len(new_nodes)
+        count = _new_nodes(pieces)
         if count == 0:
             return nodes, logp, n_evals, not stuck, False, table
         if n_evals + count > budget:
             return nodes, logp, n_evals, not split_steep, False, table
-        (line,) = along((x, _index_array(index), new_nodes) + extra)  # noqa: RUF005
+        new_nodes = _subdivisions(nodes, pieces, count)
+        (line,) = along((x, index, new_nodes) + extra)  # noqa: RUF005
         if _failed(line):
             return nodes, logp, n_evals, False, True, table
         new_logp = _float64_copy(line)
@@ -631,6 +645,8 @@ def sweep_kernel(
             if not math.isfinite(logp_current):
                 logp_current = -np.inf
             evaluations += 1
+    # The current value and the proposal, where the correction evaluates the line at both.
+    ends = np.empty(2)
     for i in order:
         a, b = lower[i], upper[i]
         margin = 1e-12 * (b - a)
@@ -638,14 +654,15 @@ def sweep_kernel(
         along = alongs[_line_of(line_starts, i)]
         # The model's functions take one tuple (FunctionAddress); Numba builds it by
         # concatenation, not by unpacking into a display.
-        (line,) = along((x, _index_array(i), points) + along_extra)  # noqa: RUF005
+        index = _index_array(i)
+        (line,) = along((x, index, points) + along_extra)  # noqa: RUF005
         if _failed(line):
             failed = i
             break
         logp = _float64_copy(line)
         evaluations += len(points)
         nodes, logp, n_new, resolved, failure, table = _resolve(
-            along, along_extra, x, i, nodes, logp, D, budget_factor, limits
+            along, along_extra, x, index, nodes, logp, D, budget_factor, limits
         )
         evaluations += n_new
         if failure:
@@ -682,8 +699,8 @@ def sweep_kernel(
             current = x[i]
             change = np.nan
             if relative and math.isfinite(logp_current):
-                ends = np.array([current, proposal])
-                (pair,) = along((x, _index_array(i), ends) + along_extra)  # noqa: RUF005
+                ends[0], ends[1] = current, proposal
+                (pair,) = along((x, index, ends) + along_extra)  # noqa: RUF005
                 if _failed(pair):
                     failed = i
                     break
@@ -913,74 +930,211 @@ def _entry_point(kernel: Callable, key: tuple, arguments: tuple) -> Callable:
     return entry
 
 
-def _kernel_call(
-    position: np.ndarray,
-    logp: float,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    settings: SweepSettings,
-    point: Callable,
-    point_extra: tuple,
-    along: Callable | Sequence[Callable],
-    along_extra: tuple,
-    *,
-    order: np.ndarray | None,
-    track: np.ndarray | None,
-    probe: bool,
-    relative: bool,
-    line_starts: np.ndarray | None,
-    uniforms: np.ndarray,
-    report_points: np.ndarray,
-) -> tuple:
-    """Call :func:`sweep_kernel` with its arguments in the types it was compiled for; its
-    results, or :class:`ModelCallError` where a call of the model failed."""
-    if settings.basis is not None:
-        raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
-    n = len(position)
-    position = np.ascontiguousarray(position, dtype=np.float64)
-    point_address = _address(point, point_extra, lambda: (position,))
-    alongs = tuple(along) if isinstance(along, Sequence) else (along,)
-    along_addresses = tuple(
-        _address(
-            function,
-            along_extra,
-            lambda: (position, np.array(0, dtype=np.int64), position[:1]),
-            any_layout=True,
+class CompiledSweep:
+    """:func:`sweep_kernel` for one log-density and one :class:`~pymc_sfp.core.sfp.SweepSettings`,
+    called once per sweep.
+
+    What stays fixed from sweep to sweep (the settings' arrays, the line functions' addresses and
+    the kernel's entry point for the extras' types) is prepared once, so that a sweep costs the
+    kernel and a few microseconds from Python: over ten coordinates the kernel itself takes
+    about 40 µs, and packing its twenty arguments afresh took a third as much again. A step
+    makes one per chain (:class:`~pymc_sfp.step_methods.sfp.SFPStep`); :func:`compiled_sweep`
+    and :func:`compiled_probe` make one per call.
+
+    Parameters
+    ----------
+    settings : SweepSettings
+        With ``basis=None`` (the quadrature solver).
+    point, along, relative, line_starts
+        The log-density, as for :func:`compiled_sweep`.
+
+    Raises
+    ------
+    ValueError
+        If ``settings`` asks for the collocation solver (only quadrature is compiled).
+    """
+
+    def __init__(
+        self,
+        settings: SweepSettings,
+        point: Callable,
+        along: Callable | Sequence[Callable],
+        *,
+        relative: bool = False,
+        line_starts: np.ndarray | None = None,
+    ):
+        if settings.basis is not None:
+            raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
+        self.settings = settings
+        self._point = point
+        self._alongs = tuple(along) if isinstance(along, Sequence) else (along,)
+        self._line_starts = (
+            np.zeros(1, dtype=np.int64)
+            if line_starts is None
+            else np.ascontiguousarray(line_starts, dtype=np.int64)
         )
-        for function in alongs
-    )
-    arguments = (
-        point_address,
-        tuple(point_extra),
-        along_addresses,
-        np.zeros(1, dtype=np.int64)
-        if line_starts is None
-        else np.ascontiguousarray(line_starts, dtype=np.int64),
-        tuple(along_extra),
-        position,
-        float(logp),
-        np.ascontiguousarray(lower, dtype=np.float64),
-        np.ascontiguousarray(upper, dtype=np.float64),
-        np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
-        float(settings.D),
-        bool(settings.correct),
-        bool(relative),
-        np.ascontiguousarray(settings.interval, dtype=np.bool_),
-        np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
-        np.ascontiguousarray(report_points, dtype=np.float64),
-        np.arange(n, dtype=np.int64)
-        if order is None
-        else np.ascontiguousarray(order, dtype=np.int64),
-        np.zeros(n, dtype=np.bool_) if track is None else np.ascontiguousarray(track, np.bool_),
-        bool(probe),
-        np.ascontiguousarray(uniforms, dtype=np.float64),
-        _constants(),
-    )
-    kernel = _entry_point(sweep_kernel, (point_address, *along_addresses), arguments)
-    results = kernel(*arguments)
-    if results[0] >= 0:
-        raise ModelCallError(int(results[0]) if results[0] < n else None)
-    return results
+        self._fixed = (
+            np.ascontiguousarray(settings.unit_nodes, dtype=np.float64),
+            float(settings.D),
+            bool(settings.correct),
+            bool(relative),
+            np.ascontiguousarray(settings.interval, dtype=np.bool_),
+            np.ascontiguousarray(settings.watch_edges, dtype=np.bool_),
+        )
+        self._report_points = np.ascontiguousarray(settings.report_points, dtype=np.float64)
+        self._constants = _constants()
+        n = len(settings.interval)
+        # The kernel only reads them: one array each for every sweep in the default order and
+        # every sweep that tracks nothing.
+        self._every_coordinate = np.arange(n, dtype=np.int64)
+        self._no_coordinate = np.zeros(n, dtype=np.bool_)
+        self._probe_uniforms = np.zeros((n, 3))
+        self._no_report = np.zeros(0)
+        #: Per fingerprint of the extras, the functions' addresses and the kernel's entry point.
+        self._entries: dict[tuple, tuple] = {}
+
+    def _call(
+        self,
+        position: np.ndarray,
+        logp: float,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        point_extra: tuple,
+        along_extra: tuple,
+        *,
+        order: np.ndarray | None,
+        track: np.ndarray | None,
+        probe: bool,
+        uniforms: np.ndarray,
+        report_points: np.ndarray,
+    ) -> tuple:
+        """:func:`sweep_kernel`'s results, or :class:`ModelCallError` where a call of the model
+        failed."""
+        position = np.ascontiguousarray(position, dtype=np.float64)
+        key = (_fingerprint(point_extra), _fingerprint(along_extra))
+        entry = self._entries.get(key)
+        if entry is None:
+            point_address = _address(self._point, point_extra, lambda: (position,))
+            along_addresses = tuple(
+                _address(
+                    function,
+                    along_extra,
+                    lambda: (position, np.array(0, dtype=np.int64), position[:1]),
+                    any_layout=True,
+                )
+                for function in self._alongs
+            )
+            entry = (point_address, along_addresses, None)
+        point_address, along_addresses, kernel = entry
+        arguments = (
+            point_address,
+            tuple(point_extra),
+            along_addresses,
+            self._line_starts,
+            tuple(along_extra),
+            position,
+            float(logp),
+            np.ascontiguousarray(lower, dtype=np.float64),
+            np.ascontiguousarray(upper, dtype=np.float64),
+            *self._fixed,
+            report_points,
+            self._every_coordinate if order is None else np.ascontiguousarray(order, np.int64),
+            self._no_coordinate if track is None else np.ascontiguousarray(track, np.bool_),
+            probe,
+            np.ascontiguousarray(uniforms, dtype=np.float64),
+            self._constants,
+        )
+        if kernel is None:
+            kernel = _entry_point(sweep_kernel, (point_address, *along_addresses), arguments)
+            self._entries[key] = (point_address, along_addresses, kernel)
+        results = kernel(*arguments)
+        if results[0] >= 0:
+            raise ModelCallError(int(results[0]) if results[0] < len(position) else None)
+        return results
+
+    def sweep(
+        self,
+        state: SweepState,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        point_extra: tuple,
+        along_extra: tuple,
+        uniforms: np.ndarray,
+        *,
+        order: np.ndarray | None = None,
+        track_quantiles: np.ndarray | None = None,
+    ) -> tuple[SweepState, SweepInfo]:
+        """One sweep from ``state``: :func:`compiled_sweep` with the uniforms given.
+
+        Raises
+        ------
+        ModelCallError
+            If a call of the log-density raised; ``state`` is left as it was.
+        """
+        _, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = self._call(
+            state.position,
+            state.logp,
+            lower,
+            upper,
+            point_extra,
+            along_extra,
+            order=order,
+            track=track_quantiles,
+            probe=False,
+            uniforms=uniforms,
+            report_points=self._report_points,
+        )
+        flags, quantiles, report_grid, report_cdf = per_coordinate
+        empty, unresolved, edge_low, edge_high = flags
+        info = SweepInfo(
+            n_accepted=int(accepted),
+            n_invalid=0,
+            empty=empty,
+            unresolved=unresolved,
+            n_nonfinite=int(n_nonfinite),
+            n_logp_evals=int(evaluations),
+            edge_low=edge_low,
+            edge_high=edge_high,
+            quantile_low=quantiles[0],
+            quantile_high=quantiles[1],
+            report_grid=report_grid,
+            report_cdf=report_cdf,
+        )
+        return SweepState(x, float(logp)), info
+
+    def probe(
+        self,
+        position: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        point_extra: tuple,
+        along_extra: tuple,
+        coordinates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`compiled_probe` of ``coordinates`` at ``position``.
+
+        Raises
+        ------
+        ModelCallError
+            If a call of the log-density raised.
+        """
+        probe_lower, probe_upper = sfp.probe_interval(np.asarray(lower), np.asarray(upper))
+        # A finite log-density at the start, so that the kernel does not evaluate it: nothing
+        # is drawn, so nothing reads it.
+        *_, quantiles, _, _ = self._call(
+            position,
+            0.0,
+            probe_lower,
+            probe_upper,
+            point_extra,
+            along_extra,
+            order=coordinates,
+            track=None,
+            probe=True,
+            uniforms=self._probe_uniforms,
+            report_points=self._no_report,
+        )
+        return quantiles[0], quantiles[1]
 
 
 def compiled_sweep(
@@ -1020,41 +1174,17 @@ def compiled_sweep(
     """
     if uniforms is None:
         uniforms = draw_uniforms(rng, len(state.position))
-    _, x, logp, accepted, n_nonfinite, evaluations, *per_coordinate = _kernel_call(
-        state.position,
-        state.logp,
+    kernel = CompiledSweep(settings, point, along, relative=relative, line_starts=line_starts)
+    return kernel.sweep(
+        state,
         lower,
         upper,
-        settings,
-        point,
         point_extra,
-        along,
         along_extra,
+        uniforms,
         order=order,
-        track=track_quantiles,
-        probe=False,
-        relative=relative,
-        line_starts=line_starts,
-        uniforms=uniforms,
-        report_points=settings.report_points,
+        track_quantiles=track_quantiles,
     )
-    flags, quantiles, report_grid, report_cdf = per_coordinate
-    empty, unresolved, edge_low, edge_high = flags
-    info = SweepInfo(
-        n_accepted=int(accepted),
-        n_invalid=0,
-        empty=empty,
-        unresolved=unresolved,
-        n_nonfinite=int(n_nonfinite),
-        n_logp_evals=int(evaluations),
-        edge_low=edge_low,
-        edge_high=edge_high,
-        quantile_low=quantiles[0],
-        quantile_high=quantiles[1],
-        report_grid=report_grid,
-        report_cdf=report_cdf,
-    )
-    return SweepState(x, float(logp)), info
 
 
 def compiled_probe(
@@ -1092,26 +1222,5 @@ def compiled_probe(
     ModelCallError
         If a call of the log-density raised.
     """
-    n = len(position)
-    probe_lower, probe_upper = sfp.probe_interval(np.asarray(lower), np.asarray(upper))
-    # A finite log-density at the start, so that the kernel does not evaluate it: nothing is
-    # drawn, so nothing reads it.
-    *_, quantiles, _, _ = _kernel_call(
-        position,
-        0.0,
-        probe_lower,
-        probe_upper,
-        settings,
-        point,
-        point_extra,
-        along,
-        along_extra,
-        order=coordinates,
-        track=None,
-        probe=True,
-        relative=relative,
-        line_starts=line_starts,
-        uniforms=np.zeros((n, 3)),
-        report_points=np.zeros(0),
-    )
-    return quantiles[0], quantiles[1]
+    kernel = CompiledSweep(settings, point, along, relative=relative, line_starts=line_starts)
+    return kernel.probe(position, lower, upper, point_extra, along_extra, coordinates)

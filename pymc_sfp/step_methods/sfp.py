@@ -33,6 +33,7 @@ from pymc_sfp._validation import (
     check_positive_finite,
 )
 from pymc_sfp.compile import (
+    JittedLine,
     LineEvaluator,
     constant_value,
     coordinate_layout,
@@ -40,7 +41,7 @@ from pymc_sfp.compile import (
     random_generators,
     step_graph,
 )
-from pymc_sfp.core.compiled_sweep import ModelCallError, compiled_probe, compiled_sweep
+from pymc_sfp.core.compiled_sweep import CompiledSweep, ModelCallError
 from pymc_sfp.core.fokker_planck import CollocationBasis
 from pymc_sfp.core.sfp import (
     BoxTuning,
@@ -362,6 +363,7 @@ class SFPStep(ArrayStepShared):
             report_points=np.linspace(0.0, 1.0, self.marginal_points),
         )
         self._marginal_stats = self._declare_marginal_stats(model, value_vars)
+        self._compiled: tuple[CompiledSweep, JittedLine] | None = None
         #: Why the NumPy sweep runs instead of the compiled one (``None`` when compiled).
         self.fallback_reason = self._compiled_sweep_unavailable(compiled, x0)
         #: The sweep that runs: ``"numba"`` (compiled) or ``"numpy"`` (the reference).
@@ -482,29 +484,42 @@ class SFPStep(ArrayStepShared):
         if self.solver == "collocation":
             return "solver='collocation' (only the quadrature solver is compiled)"
         try:
-            jitted = self.evaluator.jitted()
+            kernel, jitted = self._compiled_sweep()
             point_extra, along_extra = jitted.extras(x0)
-            n = self.layout.size
-            compiled_sweep(
+            kernel.sweep(
                 SweepState(x0, 0.0),
                 x0 - 1.0,
                 x0 + 1.0,
-                self._settings,
-                jitted.point,
                 point_extra,
-                jitted.along,
                 along_extra,
-                np.random.default_rng(0),
+                draw_uniforms(np.random.default_rng(0), self.layout.size),
                 order=np.empty(0, dtype=np.int64),
-                track_quantiles=np.zeros(n, dtype=bool),
-                relative=jitted.relative,
-                line_starts=jitted.along_starts,
             )
         except NotImplementedError as err:
             return str(err)
         except numba.core.errors.NumbaError as err:
             return f"Numba cannot compile the sweep for this model: {str(err).splitlines()[0]}"
         return None
+
+    def _compiled_sweep(self) -> tuple[CompiledSweep, JittedLine]:
+        """The compiled sweep of this step's model and settings, made once per compilation of
+        the model's line (:meth:`LineEvaluator.jitted`, made again in a worker process), and
+        that line."""
+        jitted = self.evaluator.jitted()
+        if self._compiled is None or self._compiled[1] is not jitted:
+            kernel = CompiledSweep(
+                self._settings,
+                jitted.point,
+                jitted.along,
+                relative=jitted.relative,
+                line_starts=jitted.along_starts,
+            )
+            self._compiled = (kernel, jitted)
+        return self._compiled
+
+    def __getstate__(self) -> dict:
+        # Machine code does not travel to worker processes; the line is compiled again there.
+        return self.__dict__ | {"_compiled": None}
 
     # ------------------------------------------------------------------ PyMC hooks
     def setup_chain(self, rng, tune: int, draws: int) -> None:
@@ -566,7 +581,8 @@ class SFPStep(ArrayStepShared):
         x = layout.from_value(q0.data)
         # A finite start inside every box passes this one test (NaN fails it: a non-finite
         # start, and an automatic box that no draw has centred yet).
-        if not ((x >= self.box_lower) & (x <= self.box_upper)).all():
+        admitted = not ((x >= self.box_lower) & (x <= self.box_upper)).all()
+        if admitted:
             self._admit_start(x)
         # NaN: the sweep evaluates the log-density at the start itself (in the compiled sweep
         # that costs no call from Python).
@@ -578,24 +594,18 @@ class SFPStep(ArrayStepShared):
         # makes the same draws as a step with compiled=False.
         uniforms = draw_uniforms(self.rng, layout.size)
         if compiled:
-            jitted = self.evaluator.jitted()
+            kernel, jitted = self._compiled_sweep()
             point_extra, along_extra = jitted.extras(state.position)
             try:
-                state, info = compiled_sweep(
+                state, info = kernel.sweep(
                     state,
                     self.box_lower,
                     self.box_upper,
-                    self._settings,
-                    jitted.point,
                     point_extra,
-                    jitted.along,
                     along_extra,
-                    self.rng,
+                    uniforms,
                     order=order,
                     track_quantiles=track,
-                    relative=jitted.relative,
-                    line_starts=jitted.along_starts,
-                    uniforms=uniforms,
                 )
             except ModelCallError:
                 # Numba printed the model's exception; the NumPy sweep calls the model from
@@ -659,11 +669,14 @@ class SFPStep(ArrayStepShared):
         if self.tune:
             boxes = track_boxes(self._boxes(), self._auto, info)
             self.tuning_draws += 1
-            if self._auto.any() and self.tuning_draws >= self.next_checkpoint:
+            refit = self._auto.any() and self.tuning_draws >= self.next_checkpoint
+            if refit:
                 boxes = refit_boxes(self._probe(x, boxes), self._auto, allow_shrink=True)
                 self.next_checkpoint *= 2
             self._set_boxes(boxes)
-            self._check_proper()
+            # Only an edge hit, a refit or a start outside them widens the boxes.
+            if n_edge_hits or refit or admitted:
+                self._check_proper()
         return RaveledVars(layout.to_value(x), q0.point_map_info), [stats]
 
     def _check_proper(self) -> None:
@@ -733,24 +746,13 @@ class SFPStep(ArrayStepShared):
         """The automatic boxes' probed quantiles (rows low, high; NaN where nothing was found)
         from the compiled kernel, or ``None`` where a call of the model failed in it: the
         NumPy probe then raises the model's error, or probes without it."""
-        jitted = self.evaluator.jitted()
+        kernel, jitted = self._compiled_sweep()
         point_extra, along_extra = jitted.extras(x)
         try:
-            return np.array(
-                compiled_probe(
-                    x,
-                    boxes.lower,
-                    boxes.upper,
-                    self._settings,
-                    jitted.point,
-                    point_extra,
-                    jitted.along,
-                    along_extra,
-                    np.flatnonzero(self._auto),
-                    relative=jitted.relative,
-                    line_starts=jitted.along_starts,
-                )
+            probed = kernel.probe(
+                x, boxes.lower, boxes.upper, point_extra, along_extra, np.flatnonzero(self._auto)
             )
+            return np.array(probed)
         except ModelCallError:
             return None
 

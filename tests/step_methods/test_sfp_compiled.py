@@ -5,6 +5,7 @@ import subprocess
 import sys
 import warnings
 
+import cloudpickle
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -15,16 +16,10 @@ from pymc.blocking import DictToArrayBijection, RaveledVars
 from pytensor.raise_op import Assert
 
 from pymc_sfp import SFPStep, nn
-from pymc_sfp.core.compiled_sweep import (
-    ModelCallError,
-    compiled_probe,
-    compiled_sweep,
-    sweep_kernel,
-)
+from pymc_sfp.core.compiled_sweep import CompiledSweep, ModelCallError, sweep_kernel
 from pymc_sfp.learning import marginal_prior
 from pymc_sfp.learning.tabulated_prior import static_shape
 from pymc_sfp.marginals import Marginal
-from pymc_sfp.step_methods import sfp as sfp_module
 from tests.helpers import counted_compilations
 
 
@@ -56,12 +51,13 @@ def record_compiled_probes(monkeypatch) -> list:
     """The results of every call of the compiled probe from ``SFPStep``, in a list that fills
     as the step probes."""
     probes = []
+    probe = CompiledSweep.probe
 
     def recorded(*args, **kwargs):
-        probes.append(compiled_probe(*args, **kwargs))
+        probes.append(probe(*args, **kwargs))
         return probes[-1]
 
-    monkeypatch.setattr(sfp_module, "compiled_probe", recorded)
+    monkeypatch.setattr(CompiledSweep, "probe", recorded)
     return probes
 
 
@@ -77,6 +73,23 @@ def test_compiled_sweep_is_compiled_once_per_kind_of_model():
     assert step.kernel == "numba"
     assert len(sweep_kernel.overloads) == compiled
     assert not isinstance(sweep_kernel._cache, NullCache)
+
+
+def test_the_compiled_sweep_is_prepared_once_and_made_again_after_a_pickle():
+    """The step prepares its compiled sweep once (the kernel's fixed arguments and entry
+    point) and reuses it at every draw; a pickled step, as PyMC sends one to a worker process,
+    leaves the machine code behind and makes it again, with the same draws."""
+    model = small_model()
+    with model:
+        step = SFPStep(L=8, compiled=True)
+    kernel, _ = step._compiled_sweep()
+    sent = cloudpickle.dumps(step)
+    draws, _ = run(step, model, 20)
+    assert step._compiled_sweep()[0] is kernel
+    received = cloudpickle.loads(sent)
+    assert received._compiled is None and received.kernel == "numba"
+    received_draws, _ = run(received, model, 20)
+    np.testing.assert_array_equal(received_draws, draws)
 
 
 def test_building_the_compiled_sweep_does_not_warn_about_numbas_first_class_functions():
@@ -117,12 +130,13 @@ def test_a_sweep_made_again_after_a_failed_compiled_one_makes_the_numpy_sweeps_d
     with model:
         steps = [SFPStep(L=8, compiled=choice) for choice in (True, False)]
     calls = []
+    sweep = CompiledSweep.sweep
 
     def failing_compiled_sweep(*args, **kwargs):
-        calls.append(compiled_sweep(*args, **kwargs))
+        calls.append(sweep(*args, **kwargs))
         raise ModelCallError(0)
 
-    monkeypatch.setattr(sfp_module, "compiled_sweep", failing_compiled_sweep)
+    monkeypatch.setattr(CompiledSweep, "sweep", failing_compiled_sweep)
     draws, _ = run(steps[0], model, 30)
     reference_draws, _ = run(steps[1], model, 30)
     assert len(calls) == 30 and steps[0].kernel == "numba"
@@ -142,7 +156,7 @@ def test_a_probe_made_again_after_a_failed_compiled_one_finds_the_numpy_probes_b
     def failing_compiled_probe(*args, **kwargs):
         raise ModelCallError(0)
 
-    monkeypatch.setattr(sfp_module, "compiled_probe", failing_compiled_probe)
+    monkeypatch.setattr(CompiledSweep, "probe", failing_compiled_probe)
     draws, _ = run(steps[0], model, 30)
     reference_draws, _ = run(steps[1], model, 30)
     np.testing.assert_allclose(draws, reference_draws, rtol=1e-10, atol=0.0)
