@@ -934,10 +934,11 @@ class CompiledSweep:
     """:func:`sweep_kernel` for one log-density and one :class:`~pymc_sfp.core.sfp.SweepSettings`,
     called once per sweep.
 
-    What stays fixed from sweep to sweep (the settings' arrays, the line functions' addresses and
-    the kernel's entry point for the extras' types) is prepared once, so that a sweep costs the
-    kernel and a few microseconds from Python: over ten coordinates the kernel itself takes
-    about 40 µs, and packing its twenty arguments afresh took a third as much again. A step
+    What stays fixed from sweep to sweep (the settings' arrays, the constants, the line
+    functions' addresses and the kernel's entry point for the extras' types) is prepared once,
+    so that a sweep costs the kernel and about 3 µs from Python (over ten coordinates the kernel
+    itself takes about 30 µs); packing the kernel's twenty arguments afresh at every sweep
+    cost a few microseconds more. A step
     makes one per chain (:class:`~pymc_sfp.step_methods.sfp.SFPStep`); :func:`compiled_sweep`
     and :func:`compiled_probe` make one per call.
 
@@ -965,7 +966,6 @@ class CompiledSweep:
     ):
         if settings.basis is not None:
             raise ValueError("compiled_sweep needs settings.basis=None (the quadrature solver)")
-        self.settings = settings
         self._point = point
         self._alongs = tuple(along) if isinstance(along, Sequence) else (along,)
         self._line_starts = (
