@@ -591,7 +591,8 @@ def compile_nonfinite_values(
     [joined], flat = graph.join([pt.stack(counts)])
     function = _compile([flat], [joined], compile_kwargs)
     warm_up(function, graph.start)
-    return lambda x: function(x)[0]
+    direct = _DirectCall(function, 1)  # called after every draw
+    return lambda x: direct(x)[0]
 
 
 @float64_internals()
@@ -838,40 +839,73 @@ def compile_batched_tempered_density(
 
     ``π_β ∝ prior · likelihood^β`` is the tempered density of :func:`tempered_model` (the prior
     alone at ``β = 0``, also where the likelihood is 0), evaluated for a whole ladder of
-    replicas in one call: the model's graph vectorised over the rows and their ``β``
+    replicas in one call: the model's graph vectorised over the rows
     (:func:`~pytensor.graph.replace.vectorize_graph`). The third output holds each row's prior
     and log-likelihood (as :func:`compile_log_likelihood` splits them), what the swaps compare.
-    Warmed up at ``graph.start``.
+
+    The compiled function computes each row's *parts*, ``[prior, likelihood, ∇ prior,
+    ∇ likelihood]`` side by side, which do not depend on ``β``; ``log π_β`` and its gradient
+    are formed from them by :func:`tempered_parts`. A replica that moves to another rung then
+    needs no new evaluation: the compiled tempering rounds
+    (:mod:`pymc_sfp.core.compiled_tempering`) form its density at the new ``β`` from the parts
+    it carries, with the same arithmetic, so that both give the same numbers. Warmed up at
+    ``graph.start``.
+
+    The returned function has two attributes for the compiled rounds: ``parts``, ``X ↦`` the
+    parts (shape ``(len(X), 2 + 2 d)``), and ``machine_code``, ``() ↦ (jit_fn, cells)`` of the
+    same computation.
     """
     model = graph.model
     (prior, likelihood), flat = graph.join(
         [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
     )
-    beta = pt.scalar("beta", dtype="float64")
-    logp = prior + pt.switch(pt.eq(beta, 0.0), 0.0, beta * likelihood)
-    rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
-    betas = pt.vector("betas", dtype="float64")
-    outputs = vectorize_graph(
-        [logp, pt.grad(logp, flat), pt.stack([prior, likelihood])],
-        replace={flat: rows, beta: betas},
+    row_parts = pt.concatenate(
+        [
+            pt.stack([prior, likelihood]),
+            pt.grad(prior, flat),
+            pt.grad(likelihood, flat, disconnected_inputs="ignore"),
+        ]
     )
-    function = _compile([rows, betas], outputs, compile_kwargs)
-    warm_up(function, graph.start[None, :], np.ones(1))
-    direct = _DirectCall(function, 2)
+    rows = pt.matrix("rows", dtype="float64", shape=(None, flat.type.shape[0]))
+    [batched] = vectorize_graph([row_parts], replace={flat: rows})
+    function = _compile([rows], [batched], compile_kwargs)
+    warm_up(function, graph.start[None, :])
+    direct = _DirectCall(function, 1)
+    width = 2 + 2 * flat.type.shape[0]
+
+    def parts(x: np.ndarray) -> np.ndarray:
+        (out,) = direct(x)
+        if out.shape != (len(x), width):
+            # A graph that does not depend on the point is not batched.
+            out = np.broadcast_to(out.reshape(-1, width), (len(x), width))
+        return out
 
     def tempered_density(
         x: np.ndarray, beta: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        logp, grad, terms = direct(x, beta)
-        if grad.shape != x.shape or terms.shape != (len(x), 2):
-            # A part of the graph that does not depend on the point is not batched.
-            logp, grad = np.broadcast_to(logp, len(x)), np.broadcast_to(grad, x.shape)
-            terms = np.broadcast_to(terms.reshape(-1, 2), (len(x), 2))
-        return logp, grad, terms
+        rows_parts = parts(x)
+        return (*tempered_parts(rows_parts, beta), rows_parts[:, :2])
 
+    tempered_density.parts = parts
     # For the compiled ladder rounds (pymc_sfp.core.compiled_tempering): ``(jit_fn, cells)``.
-    tempered_density.machine_code = functools.partial(_machine_code, function, 2, 3)
+    tempered_density.machine_code = functools.partial(_machine_code, function, 1, 1)
     return tempered_density
+
+
+def tempered_parts(parts: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``log π_β = prior + β · likelihood`` and its gradient ``∇ prior + β ∇ likelihood`` of
+    each row of ``parts`` (``[prior, likelihood, ∇ prior, ∇ likelihood]``) at its ``β``, with
+    the likelihood's terms left out at ``β = 0`` (the prior alone, also where the likelihood or
+    its gradient is not finite). The compiled tempering rounds compute these products and sums
+    element by element, in the same order."""
+    beta = np.asarray(beta, dtype=np.float64)
+    d = (parts.shape[1] - 2) // 2
+    on = beta != 0.0
+    scaled = np.zeros(len(beta))
+    np.multiply(beta, parts[:, 1], out=scaled, where=on)
+    scaled_grad = np.zeros((len(beta), d))
+    np.multiply(beta[:, None], parts[:, 2 + d :], out=scaled_grad, where=on[:, None])
+    return parts[:, 0] + scaled, parts[:, 2 : 2 + d] + scaled_grad
 
 
 @float64_internals()

@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 _jit = numba.njit(cache=True, nogil=True)
+#: For the small helpers of the round: inlined in Numba's IR, their arguments' reference
+#: counts, which a call would raise and lower each time, can be pruned.
+_inline = numba.njit(cache=True, nogil=True, inline="always")
 
 #: :func:`ladder_kernel`'s status codes.
 OK, MODEL_FAILED, START_NOT_FINITE, TERMS_NOT_FINITE = 0, 1, 2, 3
@@ -208,98 +211,109 @@ def _pairwise_sum(a: np.ndarray) -> float:
     return values[0]
 
 
-@_jit
-def _row_times(row: np.ndarray, matrix: np.ndarray, out: np.ndarray) -> None:
-    """``out = row @ matrix`` (a row vector on the left)."""
-    d = len(row)
+# The helpers of a round read row ``i`` of an array and write row ``o`` of another, rather than
+# take row views: each view would raise and lower its parent's reference count.
+
+
+@_inline
+def _row_times(a, i, matrix, rung, out, o) -> None:
+    """``out[o] = a[i] @ matrix[rung]`` (a row vector on the left)."""
+    d = a.shape[1]
     for j in range(d):
         total = 0.0
         for m in range(d):
-            total += row[m] * matrix[m, j]
-        out[j] = total
+            total += a[i, m] * matrix[rung, m, j]
+        out[o, j] = total
 
 
-@_jit
-def _velocity(p: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
-    """``out = M⁻¹ p`` for rung ``rung``."""
-    dense, inverse, _, inverse_matrix, _, _ = mass
-    if dense:
-        _row_times(p, inverse_matrix[rung], out)
+@_inline
+def _velocity(p, i, rung, mass, out, o) -> None:
+    """``out[o] = M⁻¹ p[i]`` for rung ``rung``."""
+    if mass[0]:
+        _row_times(p, i, mass[3], rung, out, o)
     else:
-        for j in range(len(p)):
-            out[j] = p[j] * inverse[rung, j]
+        inverse = mass[1]
+        for j in range(p.shape[1]):
+            out[o, j] = p[i, j] * inverse[rung, j]
 
 
-@_jit
-def _kinetic(p: np.ndarray, rung: int, mass: tuple, work: np.ndarray) -> float:
-    """``½ pᵀ M⁻¹ p`` (``work`` a scratch row)."""
-    _velocity(p, rung, mass, work)
-    for j in range(len(p)):
-        work[j] = p[j] * work[j]
-    return 0.5 * _pairwise_sum(work)
+@_inline
+def _kinetic(p, i, rung, mass, work) -> float:
+    """``½ pᵀ M⁻¹ p`` of row ``i`` (``work`` a scratch array of one row)."""
+    _velocity(p, i, rung, mass, work, 0)
+    for j in range(p.shape[1]):
+        work[0, j] = p[i, j] * work[0, j]
+    return 0.5 * _pairwise_sum(work[0])
 
 
-@_jit
-def _colour(z: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
-    """Standard-normal ``z`` to a momentum of ``N(0, M)``."""
-    dense, _, colour, _, colour_matrix, _ = mass
-    if dense:
-        _row_times(z, colour_matrix[rung], out)
+@_inline
+def _colour(z, i, rung, mass, out, o) -> None:
+    """Standard-normal ``z[i]`` to a momentum of ``N(0, M)``, into ``out[o]``."""
+    if mass[0]:
+        _row_times(z, i, mass[4], rung, out, o)
     else:
-        for j in range(len(z)):
-            out[j] = z[j] * colour[rung, j]
+        colour = mass[2]
+        for j in range(z.shape[1]):
+            out[o, j] = z[i, j] * colour[rung, j]
 
 
-@_jit
-def _whiten(p: np.ndarray, rung: int, mass: tuple, out: np.ndarray) -> None:
+@_inline
+def _whiten(p, i, rung, mass, out, o) -> None:
     """The inverse of :func:`_colour`."""
-    dense, _, colour, _, _, whiten_matrix = mass
-    if dense:
-        _row_times(p, whiten_matrix[rung], out)
+    if mass[0]:
+        _row_times(p, i, mass[5], rung, out, o)
     else:
-        for j in range(len(p)):
-            out[j] = p[j] / colour[rung, j]
+        colour = mass[2]
+        for j in range(p.shape[1]):
+            out[o, j] = p[i, j] / colour[rung, j]
 
 
-@_jit
-def _draw_momenta(rng, rungs: np.ndarray, mass: tuple, out: np.ndarray) -> None:
-    """``metric.draw_momentum()`` of the batch: ``standard_normal((S, d))``, row by row, then
-    coloured."""
+@_inline
+def _draw_momenta(rng, rungs: np.ndarray, mass: tuple, out: np.ndarray, z: np.ndarray) -> None:
+    """``metric.draw_momentum()`` of the batch: ``standard_normal((S, d))``, row by row (into
+    the scratch ``z``), then coloured."""
     n, d = out.shape
-    z = np.empty((n, d))
     for i in range(n):
         for j in range(d):
             z[i, j] = rng.standard_normal()
     for i in range(n):
-        _colour(z[i], rungs[i], mass, out[i])
+        _colour(z, i, rungs[i], mass, out, i)
+
+
+@_inline
+def _tempered_row(parts, i, beta, logp, grad, o) -> None:
+    """``log π_β`` and its gradient from row ``i`` of ``parts`` (``[prior, likelihood,
+    ∇ prior, ∇ likelihood]``) into ``logp[o]`` and ``grad[o]``:
+    :func:`pymc_sfp.compile.tempered_parts`, element by element in the same order."""
+    d = grad.shape[1]
+    logp[o] = parts[i, 0] + (0.0 if beta == 0.0 else beta * parts[i, 1])
+    for j in range(d):
+        grad[o, j] = parts[i, 2 + j] + (0.0 if beta == 0.0 else beta * parts[i, 2 + d + j])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _evaluate(density, extras, x, betas, logp, grad, aux) -> bool:
-    """The batched tempered density at the rows ``x``, into ``logp``, ``grad`` and ``aux``
-    (an output with one row stands for every row). Returns whether the model's call failed."""
-    out_logp, out_grad, out_aux = density((x, betas) + extras)  # noqa: RUF005
-    if _failed(out_logp) or _failed(out_grad) or _failed(out_aux):
+def _evaluate(density, extras, x, betas, logp, grad, parts) -> bool:
+    """The batched tempered density at the rows ``x`` and their ``betas``: the model's parts
+    (``(X, *extras) ↦ (parts,)``, one row ``[prior, likelihood, ∇ prior, ∇ likelihood]`` per
+    row of ``X``, or one for every row) into ``parts``, ``log π_β`` and its gradient into
+    ``logp`` and ``grad``. Returns whether the model's call failed."""
+    (out,) = density((x,) + extras)  # noqa: RUF005
+    if _failed(out):
         return True
-    n, d = x.shape
-    for i in range(n):
-        a = i if out_logp.shape[0] == n else 0
-        logp[i] = out_logp[a]
-        g = i if out_grad.shape[0] == n else 0
-        for j in range(d):
-            grad[i, j] = out_grad[g, j]
-        b = i if out_aux.shape[0] == n else 0
-        aux[i, 0] = out_aux[b, 0]
-        aux[i, 1] = out_aux[b, 1]
+    for i in range(x.shape[0]):
+        a = i if out.shape[0] == x.shape[0] else 0
+        for j in range(parts.shape[1]):
+            parts[i, j] = out[a, j]
+        _tempered_row(parts, i, betas[i], logp, grad, i)
     return False
 
 
-@_jit
-def _row_finite(logp: float, grad: np.ndarray) -> tuple[bool, bool]:
-    """Whether the log-density and the gradient of a row are finite."""
+@_inline
+def _row_finite(logp: float, grad: np.ndarray, i: int) -> tuple[bool, bool]:
+    """Whether the log-density and row ``i`` of the gradient are finite."""
     finite_grad = True
-    for value in grad:
-        if not math.isfinite(value):
+    for j in range(grad.shape[1]):
+        if not math.isfinite(grad[i, j]):
             finite_grad = False
     return math.isfinite(logp) and finite_grad, finite_grad
 
@@ -315,7 +329,7 @@ def ladder_kernel(
     betas,
     first_rung,
     prior_states,
-    prior_terms,
+    prior_parts,
     noise,
     divergences,
     mass,
@@ -334,9 +348,14 @@ def ladder_kernel(
     """``n_rounds`` rounds of :meth:`pymc_sfp.ParallelTempering._round` with the
     :class:`~pymc_sfp.step_methods.dynamics.LadderDynamics` explorer after tuning.
 
-    ``density`` is the batched tempered density's :class:`~pymc_sfp.core.compiled_sweep.
-    FunctionAddress` (``(X, β, *extras) ↦ (log π_β, ∇ log π_β, [prior, likelihood])``);
-    ``first_rung`` is 1 where rung 0 takes ``prior_states[r]`` (with ``prior_terms[r]``) in
+    ``density`` is the :class:`~pymc_sfp.core.compiled_sweep.FunctionAddress` of the batched
+    tempered density's parts (``(X, *extras) ↦ (parts,)``, one row ``[prior, likelihood,
+    ∇ prior, ∇ likelihood]`` per row of ``X``,
+    :func:`pymc_sfp.compile.compile_batched_tempered_density`); each replica carries its parts
+    (one row of ``[prior, likelihood, ∇ prior, ∇ likelihood]``) through the swaps, so that
+    after the first round a rung forms the density at its start from them, where the NumPy
+    rounds evaluate it again (the same numbers, one call of the model fewer per round).
+    ``first_rung`` is 1 where rung 0 takes ``prior_states[r]`` (with ``prior_parts[r]``) in
     round ``r``, else 0; ``mass`` a :class:`LadderMass` tuple, ``settings`` a
     :class:`LadderSettings` tuple; the rounds are numbered on from ``n_rounds_before`` (even
     rounds swap the even pairs). The arrays ``replicas``, ``noise``, ``divergences``,
@@ -352,7 +371,7 @@ def ladder_kernel(
     n_steps, alpha, correct, max_error, thin, jitter = settings
     K, d = replicas.shape
     S = K - first_rung
-    terms = np.empty((K, 2))
+    parts = np.empty((K, 2 + 2 * d))
     swap_accepted = np.zeros(K - 1)
     swap_proposed = np.zeros(K - 1)
     diverging_any = np.zeros(K, dtype=np.bool_)
@@ -367,53 +386,64 @@ def ladder_kernel(
     p0 = np.empty((S, d))
     logp0 = np.empty(S)
     grad0 = np.empty((S, d))
-    aux0 = np.empty((S, 2))
+    aux0 = np.empty((S, 2 + 2 * d))
     fresh = np.empty((S, d))
-    work = np.empty(d)
-    velocity = np.empty(d)
+    work = np.empty((1, d))
+    velocity = np.empty((1, d))
     start_logp = np.empty(S)
     transitions = np.empty((thin, S, 5))
     swap_log_ratio = np.empty(K - 1)
+    scratch = _transition_scratch(S, d)
+    accept_total = np.empty(S)
+    n_accepted = np.empty(S, dtype=np.int64)
+    n_hits = np.empty(S, dtype=np.int64)
+    diverging = np.empty(S, dtype=np.bool_)
+    accept_stat = np.empty(S)
+    energy = np.empty(S)
+    energy_error = np.empty(S)
+    epsilon = np.empty(S)
+    order = np.empty(K, dtype=np.int64)
+    at_rung = np.empty(K, dtype=np.int64)
     n_uniforms = 0
     status, stopped = OK, n_rounds
     for r in range(n_rounds):
         if first_rung:
             for j in range(d):
                 replicas[0, j] = prior_states[r, j]
-            terms[0, 0], terms[0, 1] = prior_terms[r, 0], prior_terms[r, 1]
+            parts[0, :] = prior_parts[r, :]
         # LadderDynamics.step: the state at the start, its momentum from the whitened noise.
         for i in range(S):
             for j in range(d):
                 q0[i, j] = replicas[first_rung + i, j]
-        if _evaluate(density, extras, q0, row_betas, logp0, grad0, aux0):
-            status, stopped = MODEL_FAILED, r
-            break
+        if r == 0:
+            if _evaluate(density, extras, q0, row_betas, logp0, grad0, aux0):
+                status, stopped = MODEL_FAILED, r
+                break
+        else:
+            for i in range(S):
+                aux0[i, :] = parts[first_rung + i, :]
+                _tempered_row(aux0, i, row_betas[i], logp0, grad0, i)
         any_bad = False
         for i in range(S):
-            bad[i] = not _row_finite(logp0[i], grad0[i])[0]
+            bad[i] = not _row_finite(logp0[i], grad0, i)[0]
             any_bad |= bad[i]
         if any_bad:
             status, stopped = START_NOT_FINITE, r
             break
         for i in range(S):
-            _colour(noise[rungs[i]], rungs[i], mass, p0[i])
+            _colour(noise, rungs[i], rungs[i], mass, p0, i)
             start_logp[i] = logp0[i]
         # StochasticDynamics._draw: `thin` transitions.
-        accept_total = np.zeros(S)
-        n_accepted = np.zeros(S, dtype=np.int64)
-        n_hits = np.zeros(S, dtype=np.int64)
-        diverging = np.zeros(S, dtype=np.bool_)
-        n_grad = 1
-        accept_stat = np.empty(S)
-        energy = np.empty(S)
-        energy_error = np.empty(S)
+        accept_total[:] = 0.0
+        n_accepted[:] = 0
+        n_hits[:] = 0
+        diverging[:] = False
+        n_grad = 1 if r == 0 else 0
         for t in range(thin):
-            epsilon = step_size[first_rung:].copy()
-            if jitter:
-                for i in range(S):
-                    epsilon[i] = step_size[first_rung + i] * ladder_rng.uniform(
-                        1.0 - jitter, 1.0 + jitter
-                    )
+            for i in range(S):
+                epsilon[i] = step_size[first_rung + i]
+                if jitter:
+                    epsilon[i] *= ladder_rng.uniform(1.0 - jitter, 1.0 + jitter)
             n_grad += _transition(
                 density,
                 extras,
@@ -442,6 +472,7 @@ def ladder_kernel(
                 n_hits,
                 diverging,
                 transitions[t],
+                scratch,
             )
             if n_grad < 0:
                 status, stopped = MODEL_FAILED, r
@@ -453,10 +484,10 @@ def ladder_kernel(
         for i in range(S):
             k = rungs[i]
             divergences[k] += diverging[i]
-            _whiten(p0[i], k, mass, noise[k])
+            _whiten(p0, i, k, mass, noise, k)
             for j in range(d):
                 replicas[k, j] = q0[i, j]
-            terms[k, 0], terms[k, 1] = aux0[i, 0], aux0[i, 1]
+            parts[k, :] = aux0[i, :]
             diverging_any[k] |= diverging[i]
             n_accepted_total += n_accepted[i]
             n_hits_total += n_hits[i]
@@ -470,19 +501,20 @@ def ladder_kernel(
         # ParallelTempering._round: the terms' check, then the swaps.
         valid = True
         for k in range(K):
-            if math.isnan(terms[k, 1]):
-                terms[k, 1] = -np.inf
-            ok = math.isfinite(terms[k, 0]) and (
-                math.isfinite(terms[k, 1]) or (betas[k] == 0.0 and terms[k, 1] == -np.inf)
+            if math.isnan(parts[k, 1]):
+                parts[k, 1] = -np.inf
+            ok = math.isfinite(parts[k, 0]) and (
+                math.isfinite(parts[k, 1]) or (betas[k] == 0.0 and parts[k, 1] == -np.inf)
             )
             valid &= ok
         if not valid:
             status, stopped = TERMS_NOT_FINITE, r
             break
-        order = np.arange(K)
+        for k in range(K):
+            order[k] = k
         swap_log_ratio[:] = np.nan
         for k in range((n_rounds_before + r) % 2, K - 1, 2):
-            log_ratio = (betas[k] - betas[k + 1]) * (terms[k + 1, 1] - terms[k, 1])
+            log_ratio = (betas[k] - betas[k + 1]) * (parts[k + 1, 1] - parts[k, 1])
             swap_log_ratio[k] = log_ratio
             # Python's min(log_ratio, 0.0), NaN included.
             accept = math.exp(0.0 if 0.0 < log_ratio else log_ratio)
@@ -499,10 +531,9 @@ def ladder_kernel(
             if order[k] != k:
                 for j in range(d):
                     replicas[k, j], replicas[k + 1, j] = replicas[k + 1, j], replicas[k, j]
-                for j in range(2):
-                    terms[k, j], terms[k + 1, j] = terms[k + 1, j], terms[k, j]
+                for j in range(2 + 2 * d):
+                    parts[k, j], parts[k + 1, j] = parts[k + 1, j], parts[k, j]
         # update_index_process.
-        at_rung = np.empty(K, dtype=np.int64)
         for m in range(K):
             at_rung[rung_of[m]] = m
         for k in range(K):
@@ -514,7 +545,7 @@ def ladder_kernel(
     return (
         status,
         stopped,
-        terms,
+        parts[:, :2].copy(),
         swap_accepted,
         swap_proposed,
         round_trips,
@@ -527,6 +558,35 @@ def ladder_kernel(
         diverging_any,
         bad,
         (q0, grad0, start_logp, transitions, swap_log_ratio),
+    )
+
+
+@_jit
+def _transition_scratch(S: int, d: int) -> tuple:
+    """The arrays :func:`_transition` works in, allocated once per kernel call: a round then
+    allocates nothing but the model's outputs."""
+    return (
+        np.empty((S, d)),  # z: standard-normal draws
+        np.empty(S),  # energy_start
+        np.empty(S),  # half: half steps
+        np.empty((S, d)),  # q, p, grad: the trajectory
+        np.empty((S, d)),
+        np.empty(S),  # logp
+        np.empty((S, d)),
+        np.empty((S, 2 + 2 * d)),  # aux: the parts of the density
+        np.empty(S, dtype=np.bool_),  # failed
+        np.empty(S),  # stop_logp
+        np.empty(S, dtype=np.int64),  # n_finite
+        np.empty((S, d)),  # last_q, last_p, last_logp: the last point before it stopped
+        np.empty((S, d)),
+        np.empty(S),
+        np.empty((S, d)),  # prev_q, prev_p, prev_logp, prev_grad: the step before
+        np.empty((S, d)),
+        np.empty(S),
+        np.empty((S, d)),
+        np.empty(S),  # energy_end
+        np.empty(S, dtype=np.bool_),  # finite_end
+        np.empty(S, dtype=np.bool_),  # accepted
     )
 
 
@@ -559,50 +619,73 @@ def _transition(
     n_hits,
     diverging,
     info,
+    scratch,
 ):
     """:func:`pymc_sfp.core.dynamics.transition` of the batch (state ``q0, p0, logp0, grad0,
     aux0``, updated in place), with the counts added and ``info`` (one row per chain) set to
-    :attr:`LastRound.transitions`' fields. Returns the gradients spent (``-1`` where a call of
-    the model failed)."""
+    :attr:`LastRound.transitions`' fields; ``scratch`` is :func:`_transition_scratch`'s. Returns
+    the gradients spent (``-1`` where a call of the model failed)."""
+    (
+        z,
+        energy_start,
+        half,
+        q,
+        p,
+        logp,
+        grad,
+        aux,
+        failed,
+        stop_logp,
+        n_finite,
+        last_q,
+        last_p,
+        last_logp,
+        prev_q,
+        prev_p,
+        prev_logp,
+        prev_grad,
+        energy_end,
+        finite_end,
+        accepted,
+    ) = scratch
     S, d = q0.shape
     # Partial refreshment, p ← α p + (1 − α²)^½ n.
-    _draw_momenta(rng, rungs, mass, fresh)
+    _draw_momenta(rng, rungs, mass, fresh, z)
     for i in range(S):
         for j in range(d):
             p0[i, j] = alpha * p0[i, j] + scale * fresh[i, j]
-    kinetic_start = np.empty(S)
-    energy_start = np.empty(S)
     for i in range(S):
-        kinetic_start[i] = _kinetic(p0[i], rungs[i], mass, work)
-        energy_start[i] = -logp0[i] + kinetic_start[i]
+        energy_start[i] = -logp0[i] + _kinetic(p0, i, rungs[i], mass, work)
+        half[i] = 0.5 * epsilon[i]
     # leapfrog.
-    half = 0.5 * epsilon
-    q = q0.copy()
-    p = np.empty((S, d))
+    q[:] = q0
     for i in range(S):
         for j in range(d):
             p[i, j] = p0[i, j] + half[i] * grad0[i, j]
-    logp = logp0.copy()
-    grad = grad0.copy()
-    aux = aux0.copy()
-    failed = np.zeros(S, dtype=np.bool_)
-    stop_logp = np.zeros(S)
-    n_finite = np.full(S, n_steps, dtype=np.int64)
-    last_q = q0.copy()
-    last_p = p0.copy()
-    last_logp = logp0.copy()
+    logp[:] = logp0
+    grad[:] = grad0
+    aux[:] = aux0
+    failed[:] = False
+    stop_logp[:] = 0.0
+    n_finite[:] = n_steps
+    last_q[:] = q0
+    last_p[:] = p0
+    last_logp[:] = logp0
     n_grad = n_steps
     for step in range(n_steps):
-        prev_q, prev_p, prev_logp, prev_grad = q.copy(), p.copy(), logp.copy(), grad.copy()
+        prev_q[:] = q
+        prev_p[:] = p
+        prev_logp[:] = logp
+        prev_grad[:] = grad
         for i in range(S):
-            _velocity(p[i], rungs[i], mass, velocity)
+            _velocity(p, i, rungs[i], mass, velocity, 0)
             for j in range(d):
-                q[i, j] = q[i, j] + epsilon[i] * velocity[j]
+                q[i, j] = q[i, j] + epsilon[i] * velocity[0, j]
         if _evaluate(density, extras, q, betas, logp, grad, aux):
             return -1
         all_failed = True
         for i in range(S):
-            finite, finite_grad = _row_finite(logp[i], grad[i])
+            finite, finite_grad = _row_finite(logp[i], grad, i)
             if not failed[i] and not finite:
                 stop_logp[i] = -np.inf if (logp[i] == -np.inf and finite_grad) else np.nan
                 for j in range(d):
@@ -623,19 +706,17 @@ def _transition(
         if failed[i]:
             logp[i] = stop_logp[i]
     # The Metropolis test.
-    energy_end = np.empty(S)
-    finite_end = np.empty(S, dtype=np.bool_)
     any_finite = False
     all_finite = True
     for i in range(S):
-        kinetic_end = _kinetic(p[i], rungs[i], mass, work)
+        kinetic_end = _kinetic(p, i, rungs[i], mass, work)
         energy_end[i] = -logp[i] + kinetic_end
         energy_error[i] = energy_end[i] - energy_start[i]
         finite_end[i] = math.isfinite(energy_error[i]) and abs(energy_error[i]) <= max_error
         accept_stat[i] = math.exp(-max(energy_error[i], 0.0)) if finite_end[i] else 0.0
         any_finite |= finite_end[i]
         all_finite &= finite_end[i]
-    accepted = finite_end.copy()
+    accepted[:] = finite_end
     if correct and any_finite:
         for i in range(S):
             u = rng.uniform()
@@ -645,7 +726,7 @@ def _transition(
         hit = False
         error = np.nan
         if not finite_end[i] and logp[i] == -np.inf:
-            kinetic = _kinetic(last_p[i], rungs[i], mass, work)
+            kinetic = _kinetic(last_p, i, rungs[i], mass, work)
             error = 0.0 if n_finite[i] == 0 else -last_logp[i] + kinetic - energy_start[i]
             hit = math.isfinite(error) and abs(error) <= max_error
         n_hits[i] += hit
@@ -659,7 +740,7 @@ def _transition(
     # Exact dynamics reverse the momentum on rejection; uncorrected ones redraw it.
     redraw = not correct and not all_finite
     if redraw:
-        _draw_momenta(rng, rungs, mass, fresh)
+        _draw_momenta(rng, rungs, mass, fresh, z)
     for i in range(S):
         if accepted[i]:
             for j in range(d):
@@ -667,7 +748,7 @@ def _transition(
                 p0[i, j] = p[i, j]
                 grad0[i, j] = grad[i, j]
             logp0[i] = logp[i]
-            aux0[i, 0], aux0[i, 1] = aux[i, 0], aux[i, 1]
+            aux0[i, :] = aux[i, :]
         else:
             for j in range(d):
                 p0[i, j] = fresh[i, j] if redraw else -p0[i, j]
@@ -731,7 +812,7 @@ def compiled_rounds(
     replicas: np.ndarray,
     betas: np.ndarray,
     prior_states: np.ndarray | None,
-    prior_terms: np.ndarray | None,
+    prior_parts: np.ndarray | None,
     noise: np.ndarray,
     divergences: np.ndarray,
     mass: LadderMass,
@@ -749,9 +830,10 @@ def compiled_rounds(
 ) -> LadderKernelResult:
     """``n_rounds`` rounds in one call of :func:`ladder_kernel`.
 
-    ``density`` is the batched tempered density's Numba function (``(X, β, *extras)``);
-    ``prior_states`` (``(n_rounds, d)``) and ``prior_terms`` (``(n_rounds, 2)``) the prior
-    rung's draw of each round, ``None`` where rung 0 is explored as the others are. The arrays
+    ``density`` is the Numba function of the batched tempered density's parts (``(X, *extras)
+    ↦ (parts,)``); ``prior_states`` (``(n_rounds, d)``) and
+    ``prior_parts`` (``(n_rounds, 2 + 2 d)``, the parts side by side) the prior rung's draw of
+    each round, ``None`` where rung 0 is explored as the others are. The arrays
     given are not changed; the generators advance as the reference rounds advance them.
 
     Raises
@@ -765,18 +847,19 @@ def compiled_rounds(
     K, d = replicas.shape
     first_rung = 0 if prior_states is None else 1
     if prior_states is None:
-        prior_states, prior_terms = np.empty((n_rounds, d)), np.empty((n_rounds, 2))
+        prior_states, prior_parts = np.empty((n_rounds, d)), np.empty((n_rounds, 2 + 2 * d))
     noise = np.array(noise, dtype=np.float64, order="C")
     divergences = np.array(divergences, dtype=np.int64)
     rejections = np.array(rejections, dtype=np.float64)
     proposals = np.array(proposals, dtype=np.int64)
     rung_of = np.array(rung_of, dtype=np.int64)
     last_end = np.array(last_end, dtype=np.int64)
-    row_betas = np.ascontiguousarray(betas[first_rung:], dtype=np.float64)
-    # One uniform per proposed pair, whatever happens: drawn here, in the same order.
-    n_pairs = sum(len(range((n_rounds_before + r) % 2, K - 1, 2)) for r in range(n_rounds))
+    # One uniform per proposed pair, whatever happens: drawn here, in the same order. A round
+    # that swaps the even pairs proposes K // 2 of them, one that swaps the odd (K - 1) // 2.
+    n_even = (n_rounds + 1 - n_rounds_before % 2) // 2
+    n_pairs = n_even * (K // 2) + (n_rounds - n_even) * ((K - 1) // 2)
     swap_uniforms = swap_rng.uniform(size=n_pairs)
-    address = _address(density, extras, lambda: (replicas[first_rung:].copy(), row_betas))
+    address = _address(density, extras, lambda: (replicas[first_rung:].copy(),))
     arguments = (
         address,
         tuple(extras),
@@ -784,7 +867,7 @@ def compiled_rounds(
         np.ascontiguousarray(betas, dtype=np.float64),
         first_rung,
         np.ascontiguousarray(prior_states, dtype=np.float64),
-        np.ascontiguousarray(prior_terms, dtype=np.float64),
+        np.ascontiguousarray(prior_parts, dtype=np.float64),
         noise,
         divergences,
         (

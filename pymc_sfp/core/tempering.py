@@ -32,6 +32,7 @@ Nothing here imports PyMC.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -147,8 +148,10 @@ class SwapRecord(NamedTuple):
     @property
     def rejection_rates(self) -> np.ndarray:
         """Mean rejection probability of each pair (NaN for a pair never proposed)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.proposals > 0, self.rejections / self.proposals, np.nan)
+        # Divided only where proposed: no 0/0 to silence (an errstate costs more than this, and
+        # a sampler reads the rates after every draw).
+        rates = np.full(len(self.rejections), np.nan)
+        return np.divide(self.rejections, self.proposals, out=rates, where=self.proposals > 0)
 
 
 def init_swap_record(n_pairs: int) -> SwapRecord:
@@ -218,11 +221,20 @@ def communication_barrier(
     return Barrier(betas, cumulative, rates / np.diff(betas), float(cumulative[-1]))
 
 
-def barrier_total(rejection_rates: np.ndarray, min_rate: float = 1e-6) -> float:
-    """The global barrier ``Λ`` of :func:`communication_barrier` alone, without its checks: what
-    a sampler reports after every draw. NaN where a pair was never proposed."""
-    # np.clip's and np.sum's dispatch cost more than the arithmetic, after every draw.
-    return float(np.add.reduce(np.minimum(np.maximum(rejection_rates, min_rate), 1.0)))
+def barrier_total(record: SwapRecord, min_rate: float = 1e-6) -> float:
+    """The global barrier ``Λ`` of :func:`communication_barrier` at the rejection rates of
+    ``record``, alone and without its checks: what a sampler reports after every draw. NaN where
+    a pair was never proposed."""
+    # In Python floats: for a ladder's few pairs NumPy's dispatch costs more than the
+    # arithmetic, after every draw. Added in order, as communication_barrier's cumsum adds.
+    total = 0.0
+    for rejections, proposals in zip(
+        record.rejections.tolist(), record.proposals.tolist(), strict=True
+    ):
+        if proposals == 0:
+            return math.nan
+        total += min(max(rejections / proposals, min_rate), 1.0)
+    return total
 
 
 def optimal_schedule(barrier: Barrier, n_chains: int) -> np.ndarray:

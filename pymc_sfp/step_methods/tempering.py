@@ -576,8 +576,9 @@ class ParallelTempering(ArrayStepShared):
             if self.draws_done == self.n_draws:
                 self._warn_round_trips()
                 evidence = self._chain_evidence()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_accept = np.where(proposed > 0, accepted / proposed, np.nan)
+        mean_accept = np.divide(
+            accepted, proposed, out=np.full(len(proposed), np.nan), where=proposed > 0
+        )
         stats = collected.stats(self.max_chains) | {
             "n_chains": n_chains,
             "barrier": self.barrier,
@@ -631,14 +632,15 @@ class ParallelTempering(ArrayStepShared):
             ladder = LadderDynamics(self._explorer, 2, np.random.default_rng(0), tune=False)
             mass, settings = ladder.kernel_inputs()
             replicas = np.tile(np.asarray(start, dtype=np.float64), (2, 1))
-            prior = np.empty((0, replicas.shape[1]))
+            drawn = self._prior_sampler is not None
+            d = replicas.shape[1]
             compiled_rounds(
                 jit_fn,
                 tuple(cell[0] for cell in cells),
                 replicas,
                 np.array([0.0, 1.0]),
-                prior if self._prior_sampler is not None else None,
-                np.empty((0, 2)) if self._prior_sampler is not None else None,
+                np.empty((0, d)) if drawn else None,
+                np.empty((0, 2 + 2 * d)) if drawn else None,
                 ladder._noise,
                 ladder._divergences,
                 mass,
@@ -670,12 +672,12 @@ class ParallelTempering(ArrayStepShared):
         acceptances, or ``None`` where a call of the model raised inside the machine code (the
         rounds then run in Python, which raises the model's error itself)."""
         ladder = self._explorers
-        prior_states = prior_terms = None
+        prior_states = prior_parts = None
         if self._prior_sampler is not None:
             prior_states = self._prior_states(n_rounds)
             if prior_states is None:
                 return None
-            prior_terms = self._prior_terms(prior_states)
+            prior_parts = self._prior_parts(prior_states)
         jit_fn, cells = self._tempered_density.machine_code()
         mass, settings = ladder.kernel_inputs()
         index, record = self.index_process, self.swap_record
@@ -686,7 +688,7 @@ class ParallelTempering(ArrayStepShared):
                 self.replicas,
                 self.betas,
                 prior_states,
-                prior_terms,
+                prior_parts,
                 ladder._noise,
                 ladder._divergences,
                 mass,
@@ -735,12 +737,12 @@ class ParallelTempering(ArrayStepShared):
             ladder.adapt_compiled(result.last_round, np.arange(first, len(self.betas)))
         return result.terms, accepted, proposed
 
-    def _prior_terms(self, states: np.ndarray) -> np.ndarray:
-        """The prior and log-likelihood of the prior rung's ``states`` (rows) in one call of the
-        ladder's tempered density (whose terms do not depend on ``β``): its rows are computed
-        alike, so the compiled rounds, which pass a draw's prior states together, and the NumPy
-        rounds, one at a time, get the same numbers."""
-        return np.array(self._tempered_density(states, np.zeros(len(states)))[2])
+    def _prior_parts(self, states: np.ndarray) -> np.ndarray:
+        """The prior rung's ``states`` (rows) with what the ladder's tempered density is formed
+        from, side by side: ``[prior, likelihood, ∇ prior, ∇ likelihood]``, in one call (its
+        rows are computed alike, so the compiled rounds, which pass a draw's prior states
+        together, and the NumPy rounds, one at a time, get the same numbers)."""
+        return np.array(self._tempered_density.parts(states))
 
     def _prior_states(self, n_rounds: int) -> np.ndarray | None:
         """The prior rung's draws of ``n_rounds`` rounds, as many calls of the prior sampler
@@ -794,7 +796,7 @@ class ParallelTempering(ArrayStepShared):
         rungs = np.arange(len(self.betas))
         if self._prior_sampler is not None:
             self.replicas[0] = self._prior_sampler[0]()
-            terms[0] = self._prior_terms(self.replicas[:1])[0]
+            terms[0] = self._prior_parts(self.replicas[:1])[0, :2]
             rungs = rungs[1:]
         betas = self.betas[rungs]
 
@@ -815,7 +817,7 @@ class ParallelTempering(ArrayStepShared):
     # -- adaptation ------------------------------------------------------------------------------
 
     def _update_barrier(self) -> None:
-        total = barrier_total(self.swap_record.rejection_rates)
+        total = barrier_total(self.swap_record)
         if np.isfinite(total):
             self.barrier = total
 

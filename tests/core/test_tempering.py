@@ -8,6 +8,7 @@ from scipy import stats
 
 from pymc_sfp.core.dynamics import swap_neighbours
 from pymc_sfp.core.tempering import (
+    SwapRecord,
     barrier_total,
     check_schedule,
     communication_barrier,
@@ -133,8 +134,15 @@ def test_barrier_estimated_from_swap_rejections_of_a_gaussian_path():
     ]
     barrier = communication_barrier(betas, np.array(rates))
     assert barrier.total == pytest.approx(total, abs=0.02)
-    assert barrier_total(np.array(rates)) == barrier.total  # what a sampler reports per draw
-    assert np.isnan(barrier_total(np.array([*rates[1:], np.nan])))  # a pair never proposed
+    # What a sampler reports per draw, from its swap record.
+    proposals = np.arange(1, len(rates) + 1)
+    record = SwapRecord(np.array(rates) * proposals, proposals)
+    assert barrier_total(record) == pytest.approx(barrier.total, rel=1e-14)
+    assert barrier_total(SwapRecord(np.array(rates), np.ones(len(rates), dtype=int))) == (
+        barrier.total
+    )
+    proposals[3] = 0  # a pair never proposed
+    assert np.isnan(barrier_total(record._replace(proposals=proposals)))
     middle = n_chains // 2
     assert barrier.cumulative[middle] == pytest.approx(
         gaussian_path_barrier(betas[middle]), abs=0.02
