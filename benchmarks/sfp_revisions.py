@@ -5,22 +5,15 @@ Run from the repository root::
     python benchmarks/sfp_revisions.py            # 5 rounds against 2783cae (~3 min on 2 cores)
     python benchmarks/sfp_revisions.py --quick --output /tmp/revisions.md   # 1 round, smoke run
 
-A speed-up measured against numbers recorded on another day, or by two processes that ran one
-after the other, reads the machine's drift as much as the code: on this project's shared hosts
-one configuration's sweep time moved by tens of percent between runs on one day. This suite runs
-both revisions in the same session, alternately: the earlier revision is checked out into a
-temporary detached ``git worktree`` (removed at the end), and every round times each network in
-one fresh process per revision, the revisions in turn, the order swapped from round to round.
-A child process imports ``pymc_sfp`` from its revision's tree (``PYTHONPATH``) and the
-benchmarks' own helpers (``_problems``, ``_runs``) from this tree, so both build the same model
-with the same public API: Berrones' network (``U(-1, 1)`` weights, the cold quadratic loss of
-Eq. 23) on the data of ``sfp_learning.py``'s cost section (glass split 0; the laser training
-windows), at the ``L`` of that section (30) and of the network's own experiment (glass 100, laser
-50). It constructs ``SFPStep(L=L, marginal_points=0)`` (timed), and times ``step.astep``
-sweeps from the all-zero initial point after one warm-up sweep that absorbs the lazy
-compilation. The table gives, per network and revision, the median over rounds of each round's
-median sweep and the fastest sweep seen; the ratio is of the medians over rounds, and its range
-is that of the rounds' own ratios.
+Both revisions run in the same session, alternately, each network in a fresh process per
+revision and round (``_revisions.py`` says why and how); both build Berrones' network
+(``U(-1, 1)`` weights, the cold quadratic loss of Eq. 23) on the data of ``sfp_learning.py``'s
+cost section (glass split 0; the laser training windows), at the ``L`` of that section (30) and
+of the network's own experiment (glass 100, laser 50). A child process constructs
+``SFPStep(L=L, marginal_points=0)`` (timed), and times ``step.astep`` sweeps from the all-zero
+initial point after one warm-up sweep that absorbs the lazy compilation. The table gives, per
+network and revision, the median over rounds of each round's median sweep and the fastest sweep
+seen; the ratio is of the medians over rounds, and its range is that of the rounds' own ratios.
 
 Results go to ``benchmarks/RESULTS.md`` between ``<!-- sfp-revisions:start -->`` and
 ``<!-- sfp-revisions:end -->``.
@@ -28,20 +21,15 @@ Results go to ``benchmarks/RESULTS.md`` between ``<!-- sfp-revisions:start -->``
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from _common import BENCHMARKS_DIR, Section, Suite, fmt_time, main, md_table
-
-REPOSITORY = BENCHMARKS_DIR.parent
+from _common import Section, Suite, fmt_time, main, md_table
+from _revisions import alternate, baseline_tree, child_arguments, run_child
 
 
 @dataclass(frozen=True)
@@ -134,56 +122,26 @@ def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_swe
     }
 
 
-def run_child(tree: Path, network: str, L: int, settings: Settings) -> dict:
-    """:func:`time_network` in a new process that imports ``pymc_sfp`` from ``tree``."""
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        json.dumps([network, L, settings.budget_s, settings.min_sweeps,
-                    settings.max_sweeps]),
-    ]  # fmt: skip
-    env = os.environ | {"PYTHONPATH": str(tree)}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tree)
-    if done.returncode != 0:
-        raise RuntimeError(f"{network} on {tree} failed:\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if Path(result["package"]) != (tree / "pymc_sfp").resolve():
-        raise RuntimeError(f"the child for {tree} imported pymc_sfp from {result['package']}")
-    return result
-
-
 # ------------------------------------------------------------------------------------- the rounds
 def revision_rounds(settings: Settings) -> Section:
     """Alternate the two revisions over ``settings.rounds`` rounds and tabulate the sweeps."""
-    baseline = subprocess.run(
-        ["git", "rev-parse", "--short", settings.baseline],
-        capture_output=True, text=True, check=True, cwd=REPOSITORY,
-    ).stdout.strip()  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="sfp-revision-") as scratch:
-        old_tree = Path(scratch) / "tree"
-        git_worktree = ["git", "-C", REPOSITORY, "worktree"]
-        subprocess.run([*git_worktree, "add", "-q", "--detach", old_tree, baseline], check=True)
-        try:
-            trees = {"baseline": old_tree, "this tree": REPOSITORY}
-            runs = {(case, rev): [] for case in settings.cases for rev in trees}
-            for round_ in range(settings.rounds):
-                order = list(trees) if round_ % 2 == 0 else list(trees)[::-1]
-                for network, L in settings.cases:
-                    for revision in order:
-                        t0 = time.perf_counter()
-                        result = run_child(trees[revision], network, L, settings)
-                        runs[(network, L), revision].append(result)
-                        sweep = np.median(result["sweeps_s"])
-                        print(
-                            f"round {round_ + 1}: {network}, L = {L}, {revision}: "
-                            f"{fmt_time(sweep)} / "
-                            f"sweep ({len(result['sweeps_s'])} sweeps, process "
-                            f"{time.perf_counter() - t0:.0f} s)",
-                            flush=True,
-                        )
-        finally:
-            subprocess.run([*git_worktree, "remove", "--force", old_tree], check=False)
+    budgets = [settings.budget_s, settings.min_sweeps, settings.max_sweeps]
+    began: dict[str, float] = {}
+
+    def run(tree: Path, case: tuple[str, int]) -> dict:
+        began["t"] = time.perf_counter()
+        return run_child("sfp_revisions.py", tree, [*case, *budgets], case[0])
+
+    def report(round_: int, case: tuple[str, int], revision: str, result: dict) -> None:
+        print(
+            f"round {round_ + 1}: {case[0]}, L = {case[1]}, {revision}: "
+            f"{fmt_time(np.median(result['sweeps_s']))} / sweep "
+            f"({len(result['sweeps_s'])} sweeps, process {time.perf_counter() - began['t']:.0f} s)",
+            flush=True,
+        )
+
+    with baseline_tree(settings.baseline) as (baseline, trees):
+        runs = alternate(trees, settings.cases, settings.rounds, run, report)
     rows = []
     for case in settings.cases:
         medians = {rev: np.array([np.median(r["sweeps_s"]) for r in runs[case, rev]])
@@ -253,9 +211,7 @@ def child_main(argv: list[str]) -> int:
     import logging
     import warnings
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--child", required=True)
-    network, L, budget_s, min_sweeps, max_sweeps = json.loads(parser.parse_args(argv).child)
+    network, L, budget_s, min_sweeps, max_sweeps = child_arguments(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
     result = time_network(network, L, budget_s, min_sweeps, max_sweeps)

@@ -859,10 +859,11 @@ def compile_batched_tempered_density(
     (prior, likelihood), flat = graph.join(
         [model.logp(vars=model.free_RVs), model.logp(vars=likelihood_terms(model))]
     )
+    # Either part may not depend on the point (a flat prior, a model without data).
     row_parts = pt.concatenate(
         [
             pt.stack([prior, likelihood]),
-            pt.grad(prior, flat),
+            pt.grad(prior, flat, disconnected_inputs="ignore"),
             pt.grad(likelihood, flat, disconnected_inputs="ignore"),
         ]
     )
