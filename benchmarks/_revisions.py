@@ -84,10 +84,17 @@ def alternate(
     return runs
 
 
-def child_arguments(argv: Sequence[str]) -> list:
-    """The JSON arguments of ``--child`` in ``argv``."""
+def child_main(argv: Sequence[str], measure: Callable[..., dict]) -> int:
+    """A child process of :func:`run_child`: ``measure(*ARGUMENTS)`` of ``--child ARGUMENTS``
+    (JSON) in ``argv``, with PyMC's messages and warnings silenced, printed as JSON."""
     import argparse
+    import logging
+    import warnings
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", required=True)
-    return json.loads(parser.parse_args(argv).child)
+    arguments = json.loads(parser.parse_args(argv).child)
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    print(json.dumps(measure(*arguments)), flush=True)
+    return 0

@@ -21,7 +21,6 @@ Results go to ``benchmarks/RESULTS.md`` between ``<!-- sfp-revisions:start -->``
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import Section, Suite, fmt_time, main, md_table
-from _revisions import alternate, baseline_tree, child_arguments, run_child
+from _revisions import alternate, baseline_tree, child_main, run_child
 
 
 @dataclass(frozen=True)
@@ -206,20 +205,7 @@ SUITE = Suite(
 )
 
 
-def child_main(argv: list[str]) -> int:
-    """The child process: time one network with the ``pymc_sfp`` on ``PYTHONPATH``; print JSON."""
-    import logging
-    import warnings
-
-    network, L, budget_s, min_sweeps, max_sweeps = child_arguments(argv)
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    warnings.simplefilter("ignore")
-    result = time_network(network, L, budget_s, min_sweeps, max_sweeps)
-    print(json.dumps(result), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
     if "--child" in sys.argv[1:]:
-        sys.exit(child_main(sys.argv[1:]))
+        sys.exit(child_main(sys.argv[1:], time_network))
     sys.exit(main(SUITE))

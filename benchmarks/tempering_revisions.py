@@ -24,7 +24,6 @@ Results go to ``benchmarks/RESULTS.md`` between ``<!-- tempering-revisions:start
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import Section, Suite, fmt_time, main, md_table
-from _revisions import alternate, baseline_tree, child_arguments, run_child
+from _revisions import alternate, baseline_tree, child_main, run_child
 
 
 @dataclass(frozen=True)
@@ -218,18 +217,7 @@ SUITE = Suite(
 )
 
 
-def child_main(argv: list[str]) -> int:
-    """The child process: time one case with the ``pymc_sfp`` on ``PYTHONPATH``; print JSON."""
-    import logging
-    import warnings
-
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    warnings.simplefilter("ignore")
-    print(json.dumps(time_case(*child_arguments(argv))), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
     if "--child" in sys.argv[1:]:
-        sys.exit(child_main(sys.argv[1:]))
+        sys.exit(child_main(sys.argv[1:], time_case))
     sys.exit(main(SUITE))
