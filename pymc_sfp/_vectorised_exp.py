@@ -15,6 +15,14 @@ which :class:`PolynomialExp` inherits. A mode that excludes the tag
 (``compile_kwargs={"mode": get_mode(None).excluding(POLYNOMIAL_EXP)}``) keeps PyTensor's own
 ``exp`` throughout.
 
+PyTensor's Numba backend also fuses a reduction into the loop of the elementwise operation it
+reads (``FusedElemwise``: the ``sum`` of a softmax's ``exp`` in the same loop), and such a loop is
+not vectorised either. The rewrite :data:`UNFUSED_EXP_REDUCTION` (included alongside) puts a
+copy between a loop that holds the polynomial and a reduction of its output, so that the
+polynomial's loop is a map and the copy's takes the reduction: on the structured line of glass
+9-6-4 (a softmax over 4 outputs of ``(G, n, 4)`` logits) a sweep took 37 → 25 ms at ``L = 100``;
+on the tempered and SFP lines of the mixtures it changed nothing measurable.
+
 Accuracy: within one unit in the last place of NumPy's ``exp`` on all of ``[-745.2, 709.8]``,
 and equal to it at ``0`` (``1``), past the overflow threshold (``inf``), past the underflow
 threshold (``0``), at ``±inf`` and ``nan``.
@@ -30,12 +38,13 @@ import pytensor.scalar as ps
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
-from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.compile import optdb
+from pytensor.graph.rewriting.basic import dfs_rewriter, in2out, node_rewriter
 from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
-from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.elemwise import CAReduce, Elemwise
 from pytensor.tensor.rewriting.elemwise import fuse_seqopt
 
-__all__ = ["POLYNOMIAL_EXP", "PolynomialExp", "polynomial_exp"]
+__all__ = ["POLYNOMIAL_EXP", "UNFUSED_EXP_REDUCTION", "PolynomialExp", "polynomial_exp"]
 
 #: The tag of the rewrite that swaps :class:`PolynomialExp` in (``mode.including(POLYNOMIAL_EXP)``).
 POLYNOMIAL_EXP = "pymc_sfp_polynomial_exp"
@@ -140,4 +149,46 @@ def _exp_of_difference(fgraph, node):
 # Before elementwise fusion (position 1), so that the fused loops hold the polynomial.
 fuse_seqopt.register(
     "pymc_sfp_exp_of_difference", in2out(_exp_of_difference), POLYNOMIAL_EXP, position=0.25
+)
+
+
+#: The tag of the rewrite that keeps a reduction out of the loop of the polynomial ``exp`` it sums
+#: (``mode.including(UNFUSED_EXP_REDUCTION)``).
+UNFUSED_EXP_REDUCTION = "pymc_sfp_unfused_exp_reduction"
+
+
+def _holds_polynomial_exp(scalar_op: ps.ScalarOp) -> bool:
+    if isinstance(scalar_op, PolynomialExp):
+        return True
+    return isinstance(scalar_op, ps.Composite) and any(
+        isinstance(node.op, PolynomialExp) for node in scalar_op.fgraph.apply_nodes
+    )
+
+
+@node_rewriter([CAReduce])
+def _reduction_apart_from_exp(fgraph, node):
+    """``reduce(f(…))``, ``f`` holding the polynomial ``exp`` → ``reduce(identity(f(…)))``.
+
+    PyTensor's Numba backend fuses a reduction into the loop of the elementwise operation it
+    reads (``FusedElemwise``), and a loop with a reduction in it is not vectorised: the polynomial
+    is then slower than the C library's scalar ``exp``. Behind the copy, ``f``'s loop is a map,
+    and the copy's loop takes the reduction."""
+    (argument,) = node.inputs
+    owner = argument.owner
+    if (
+        owner is None
+        or not isinstance(owner.op, Elemwise)
+        or not _holds_polynomial_exp(owner.op.scalar_op)
+    ):
+        return None
+    return [node.op(Elemwise(ps.identity)(argument))]
+
+
+# After the elementwise fusion and the in-place rewrites, before PyTensor fuses reductions into
+# loops (``fuse_indexed_into_elemwise``, position 100).
+optdb.register(
+    "pymc_sfp_reduction_apart_from_exp",
+    dfs_rewriter(_reduction_apart_from_exp),
+    UNFUSED_EXP_REDUCTION,
+    position=99.5,
 )

@@ -85,7 +85,7 @@ from pytensor.tensor.type import TensorType, float_dtypes
 
 from pymc_sfp._local_line import LocalLine, local_line, unlooped_blockwise
 from pymc_sfp._network_line import CacheUpdate, NetworkLine, network_line, rows_along
-from pymc_sfp._vectorised_exp import POLYNOMIAL_EXP
+from pymc_sfp._vectorised_exp import POLYNOMIAL_EXP, UNFUSED_EXP_REDUCTION
 from pymc_sfp.core.sfp import open_interval
 from pymc_sfp.nn.network import networks_of
 
@@ -300,7 +300,7 @@ def _compiled_afresh(inputs: list, outputs: list, kwargs: dict) -> Function:
     kwargs = dict(kwargs)
     mode = get_mode(kwargs.get("mode"))
     if isinstance(mode.linker, NumbaLinker):
-        kwargs["mode"] = mode.including(POLYNOMIAL_EXP)
+        kwargs["mode"] = mode.including(POLYNOMIAL_EXP, UNFUSED_EXP_REDUCTION)
     outputs = unlooped_blockwise(outputs)
     cached = pytensor.config.numba__cache and not _narrows_to_float32(outputs)
     with pytensor.config.change_flags(numba__cache=cached):

@@ -7,6 +7,7 @@ import pymc as pm
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 import pytest
+from pytensor import function as pytensor_function
 from pytensor.compile.mode import Mode, get_mode
 from pytensor.tensor.elemwise import Elemwise
 
@@ -124,3 +125,35 @@ def test_a_softmax_model_has_pymcs_log_density():
 
     expected = [pymc_logp(point(row)) for row in points]
     np.testing.assert_allclose(batched, expected, rtol=1e-13)
+
+
+def _fused_reductions(fgraph) -> list:
+    """The fused loops of a compiled graph, each as (its scalar operations, its reductions)."""
+    return [
+        (_scalar_ops(node.op.fgraph), node.op.reduced_outputs)
+        for node in fgraph.apply_nodes
+        if type(node.op).__name__ == "FusedElemwise"
+    ]
+
+
+def test_a_reduction_of_the_polynomial_exp_is_kept_out_of_its_loop():
+    """The sum of a softmax's exp runs in a loop of its own (a loop with a reduction in it is not
+    vectorised); the values are those of the fused graph."""
+    X = pt.tensor3("X", dtype="float64")
+    out = [pt.special.softmax(X, axis=-1), pt.logsumexp(X, axis=-1)]
+    function = _compile([X], out, None)
+    fused = _fused_reductions(function.maker.fgraph)
+    assert fused, "no fused loop: the rewrite had nothing to act on"
+    for ops, reductions in fused:
+        if any(r is not None for r in reductions):
+            assert PolynomialExp not in ops
+    assert PolynomialExp in _scalar_ops(function.maker.fgraph)
+    fused_mode = get_mode(None).including(POLYNOMIAL_EXP)
+    reference = pytensor_function([X], out, mode=fused_mode)
+    assert any(
+        PolynomialExp in ops and any(r is not None for r in reductions)
+        for ops, reductions in _fused_reductions(reference.maker.fgraph)
+    ), "without the rewrite PyTensor no longer fuses the sum into the exp's loop"
+    values = np.random.default_rng(3).normal(scale=30.0, size=(5, 9, 4))
+    for got, exact in zip(function(values), reference(values), strict=True):
+        np.testing.assert_allclose(got, exact, rtol=2 * EPS, atol=0)
