@@ -8,12 +8,15 @@ Run from the repository root::
 Both revisions run in the same session, alternately, each network in a fresh process per
 revision and round (``_revisions.py`` says why and how); both build Berrones' network
 (``U(-1, 1)`` weights, the cold quadratic loss of Eq. 23) on the data of ``sfp_learning.py``'s
-cost section (glass split 0; the laser training windows), at the ``L`` of that section (30) and
-of the network's own experiment (glass 100, laser 50). A child process constructs
+cost section (glass split 0; the laser training windows), at the ``L`` of that section (30), of
+the network's own experiment (glass 100, laser 50), and at each revision's default ``L`` (what
+``SFPStep()`` gives a user: 100 at 2783cae, 50 now). A child process constructs
 ``SFPStep(L=L, marginal_points=0)`` (timed), and times ``step.astep`` sweeps from the all-zero
 initial point after one warm-up sweep that absorbs the lazy compilation. The table gives, per
 network and revision, the median over rounds of each round's median sweep and the fastest sweep
-seen; the ratio is of the medians over rounds, and its range is that of the rounds' own ratios.
+seen; the ratio is of the medians over rounds, and its range is that of the rounds' own ratios;
+and the mean acceptance of the timed sweeps' Metropolis corrections, which says how well each
+revision's conditionals fit at that ``L``.
 
 Results go to ``benchmarks/RESULTS.md`` between ``<!-- sfp-revisions:start -->`` and
 ``<!-- sfp-revisions:end -->``.
@@ -44,10 +47,10 @@ class Settings:
         issue that asked for compiled sweeps (#13) was filed.
     rounds : int
         Rounds; each times every network once per revision, in a fresh process each.
-    cases : tuple of (str, int)
+    cases : tuple of (str, int or None)
         The networks ("glass 9-6-4", "laser 2-20-1") and ``SFPStep``'s grid size ``L`` for
-        each: that of ``sfp_learning.py``'s cost section (30) and of the network's experiment
-        in that suite (``glass_L``, ``series_L``).
+        each: that of ``sfp_learning.py``'s cost section (30), of the network's experiment
+        in that suite (``glass_L``, ``series_L``), and ``None`` for each revision's default.
     budget_s : float
         Seconds of timed sweeps per network, revision and round (at least ``min_sweeps``, at
         most ``max_sweeps`` sweeps).
@@ -58,11 +61,13 @@ class Settings:
     mode: str = "full"
     baseline: str = "2783cae"
     rounds: int = 5
-    cases: tuple[tuple[str, int], ...] = (
+    cases: tuple[tuple[str, int | None], ...] = (
         ("glass 9-6-4", 30),
         ("glass 9-6-4", 100),
+        ("glass 9-6-4", None),
         ("laser 2-20-1", 30),
         ("laser 2-20-1", 50),
+        ("laser 2-20-1", None),
     )
     budget_s: float = 4.0
     min_sweeps: int = 10
@@ -72,15 +77,20 @@ class Settings:
 QUICK = Settings(
     mode="quick",
     rounds=1,
-    cases=(("glass 9-6-4", 30), ("laser 2-20-1", 30)),
+    cases=(("glass 9-6-4", 30), ("laser 2-20-1", None)),
     budget_s=0.5,
     min_sweeps=3,
 )
 
 
 # --------------------------------------------------------------------------- one revision, one net
-def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_sweeps: int) -> dict:
-    """Build ``network``, construct its ``SFPStep`` and time its sweeps, in this process."""
+def time_network(
+    network: str, L: int | None, budget_s: float, min_sweeps: int, max_sweeps: int
+) -> dict:
+    """Build ``network``, construct its ``SFPStep`` (``L=None``: at the revision's default
+    ``L``) and time its sweeps, in this process."""
+    import inspect
+
     from _problems import (
         GLASS_D,
         GLASS_LAYERS,
@@ -104,9 +114,11 @@ def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_swe
         model, _ = paper_network(X, y, (LASER_WINDOW, 20, 1), SERIES_D, "linear")
     else:
         raise ValueError(f"network must be 'glass 9-6-4' or 'laser 2-20-1', not {network!r}")
+    if L is None:
+        L = inspect.signature(SFPStep).parameters["L"].default
     with model:
         step, construct_s = timed(lambda: SFPStep(L=L, marginal_points=0))
-    seconds, _, _ = time_sweeps(
+    seconds, stats, _ = time_sweeps(
         step,
         DictToArrayBijection.map(model.initial_point()),
         warmup=1,
@@ -118,6 +130,8 @@ def time_network(network: str, L: int, budget_s: float, min_sweeps: int, max_swe
         "package": str(Path(pymc_sfp.__file__).resolve().parent),
         "construct_s": construct_s,
         "sweeps_s": seconds.tolist(),
+        "L": L,
+        "accept": float(np.mean([st["accept"] for st in stats])),
     }
 
 
@@ -127,13 +141,13 @@ def revision_rounds(settings: Settings) -> Section:
     budgets = [settings.budget_s, settings.min_sweeps, settings.max_sweeps]
     began: dict[str, float] = {}
 
-    def run(tree: Path, case: tuple[str, int]) -> dict:
+    def run(tree: Path, case: tuple[str, int | None]) -> dict:
         began["t"] = time.perf_counter()
         return run_child("sfp_revisions.py", tree, [*case, *budgets], case[0])
 
-    def report(round_: int, case: tuple[str, int], revision: str, result: dict) -> None:
+    def report(round_: int, case: tuple[str, int | None], revision: str, result: dict) -> None:
         print(
-            f"round {round_ + 1}: {case[0]}, L = {case[1]}, {revision}: "
+            f"round {round_ + 1}: {case[0]}, L = {result['L']}, {revision}: "
             f"{fmt_time(np.median(result['sweeps_s']))} / sweep "
             f"({len(result['sweeps_s'])} sweeps, process {time.perf_counter() - began['t']:.0f} s)",
             flush=True,
@@ -148,10 +162,14 @@ def revision_rounds(settings: Settings) -> Section:
         fastest = {rev: min(min(r["sweeps_s"]) for r in runs[case, rev]) for rev in trees}
         build = {rev: np.median([r["construct_s"] for r in runs[case, rev]]) for rev in trees}
         per_round = medians["baseline"] / medians["this tree"]
+        accept = {rev: np.mean([r["accept"] for r in runs[case, rev]]) for rev in trees}
+        grid = {rev: runs[case, rev][0]["L"] for rev in trees}
         rows.append(
             [
                 case[0],
-                case[1],
+                case[1]
+                if case[1] is not None
+                else f"default: {grid['baseline']} → {grid['this tree']}",
                 fmt_time(float(np.median(medians["baseline"]))),
                 fmt_time(fastest["baseline"]),
                 fmt_time(float(np.median(medians["this tree"]))),
@@ -159,6 +177,7 @@ def revision_rounds(settings: Settings) -> Section:
                 f"**{np.median(medians['baseline']) / np.median(medians['this tree']):.1f}×**",
                 f"{per_round.min():.1f}–{per_round.max():.1f}×",
                 f"{build['baseline']:.1f} → {build['this tree']:.1f} s",
+                f"{accept['baseline']:.4f} → {accept['this tree']:.4f}",
             ]
         )
     columns = [
@@ -171,20 +190,25 @@ def revision_rounds(settings: Settings) -> Section:
         "ratio of medians",
         "per-round ratios",
         "`SFPStep` construction",
+        "mean acceptance",
     ]
     return Section(
         "sweeps",
         f"""## Sweep cost on the paper's networks: this tree against {baseline}
 
 `SFPStep(L=L, marginal_points=0)`, `step.astep` from the all-zero initial point after one
-warm-up sweep, at `L` = 30 (as in `sfp_learning.py`'s cost section) and at the network's `L` in
-its experiment there (glass 100, the laser network 50); {settings.rounds} rounds, each timing
+warm-up sweep, at `L` = 30 (as in `sfp_learning.py`'s cost section), at the network's `L` in
+its experiment there (glass 100, the laser network 50), and at each revision's default `L` (what
+`SFPStep()` uses; the current default refines the grid where a conditional needs it, which
+{baseline} did not do); {settings.rounds} rounds, each timing
 every network once per revision in a fresh process (at least {settings.min_sweeps} sweeps and
 {settings.budget_s:g} s of them), the revisions alternating and their order swapped from round
 to round. 'median sweep' is the median over rounds of each round's median; 'fastest' the
 fastest single sweep of any round; 'per-round ratios' the range of the rounds' own ratios of
 medians; 'construction' the median time of `SFPStep(...)` in a new process (both revisions
-compile part of their functions lazily, in the warm-up sweep, which is not timed).
+compile part of their functions lazily, in the warm-up sweep, which is not timed); 'mean
+acceptance' that of the Metropolis corrections over the timed sweeps, averaged over rounds (how
+close each revision's conditionals are to the exact ones at that `L`).
 
 {md_table(columns, rows)}""",
     )
